@@ -1,0 +1,146 @@
+//! Assembly: shared state, the router with its layers, background tasks, and serving with a
+//! graceful shutdown that ends open streams instead of waiting on them forever.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::trace::TraceLayer;
+
+use crate::bus::{EventBus, LocalBus};
+use crate::config::Settings;
+use crate::server::McpServer;
+use crate::session::SessionStore;
+use crate::transport::guard::{self, HostGuard};
+use crate::transport::listen::{self, Listeners};
+use crate::transport::{legacy_sse, streamable};
+
+/// Everything request handlers share.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub server: Arc<McpServer>,
+    pub sessions: Arc<SessionStore>,
+    pub listeners: Arc<Listeners>,
+    pub settings: Arc<Settings>,
+    /// Cancelled when the server starts shutting down.
+    pub shutdown: CancellationToken,
+}
+
+impl AppState {
+    /// State with an in-process event bus and the configured tool packs.
+    pub fn new(settings: Settings) -> anyhow::Result<Self> {
+        let settings = Arc::new(settings);
+        let bus: Arc<dyn EventBus> = Arc::new(LocalBus::default());
+        let server = Arc::new(McpServer::new(settings.clone(), bus));
+        crate::packs::install(&server, &settings.tools).map_err(|e| anyhow::anyhow!("cannot install tool packs: {e}"))?;
+        Ok(Self {
+            sessions: Arc::new(SessionStore::new(settings.sessions.clone(), settings.sse.replay_events)),
+            listeners: Arc::new(Listeners::default()),
+            server,
+            settings,
+            shutdown: CancellationToken::new(),
+        })
+    }
+}
+
+/// The public router: MCP endpoint, legacy SSE transport, and health probes.
+pub fn router(state: AppState) -> Router {
+    let settings = &state.settings.server;
+    let mut mcp = Router::new().route(
+        &settings.mcp_path,
+        post(streamable::post).get(streamable::get).delete(streamable::delete).fallback(streamable::other_method),
+    );
+    if settings.legacy_sse {
+        mcp = mcp.route("/sse", get(legacy_sse::open)).route("/messages", post(legacy_sse::message));
+    }
+    let host_guard = HostGuard::new(&settings.allowed_hosts, &settings.allowed_origins);
+    let mcp = mcp.layer(axum::middleware::from_fn_with_state(host_guard, guard::check)).with_state(state);
+
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .merge(mcp)
+        .layer(CatchPanicLayer::custom(|_| {
+            crate::transport::headers::transport_error(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal error; the server logged the details",
+            )
+        }))
+        .layer(TraceLayer::new_for_http())
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
+}
+
+/// Starts the background tasks: change fan-out and session expiry.
+fn spawn_background(state: &AppState) {
+    tokio::spawn(listen::fan_out(state.server.bus.clone(), state.sessions.clone(), state.listeners.clone()));
+    let sessions = state.sessions.clone();
+    let stop = state.shutdown.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(30));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    let n = sessions.expire_idle();
+                    if n > 0 {
+                        tracing::info!(expired = n, "ended idle sessions");
+                    }
+                }
+                () = stop.cancelled() => return,
+            }
+        }
+    });
+}
+
+/// A bound, running server (tests use this with port 0).
+#[derive(Debug)]
+pub struct Running {
+    pub addr: SocketAddr,
+    pub state: AppState,
+    pub handle: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// Starts the shutdown sequence and waits for the server to stop.
+    pub async fn stop(self) -> std::io::Result<()> {
+        self.state.shutdown.cancel();
+        self.handle.await.unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    }
+}
+
+/// Binds and serves until `state.shutdown` is cancelled.
+pub async fn start(state: AppState, bind: SocketAddr) -> std::io::Result<Running> {
+    let listener = TcpListener::bind(bind).await?;
+    let addr = listener.local_addr()?;
+    spawn_background(&state);
+    let app = router(state.clone());
+    let stop = state.shutdown.clone();
+    let sessions = state.sessions.clone();
+    let grace = Duration::from_secs(state.settings.server.shutdown_grace_secs);
+    let stop_wait = state.shutdown.clone();
+    let handle = tokio::spawn(async move {
+        let shutdown = async move {
+            stop.cancelled().await;
+            // End legacy streams (each gets a `retry` hint) so connections can drain;
+            // modern listen streams end on the same token with their closing result.
+            sessions.close_all();
+        };
+        let serve = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown);
+        tokio::select! {
+            r = serve => r,
+            () = async move { stop_wait.cancelled().await; tokio::time::sleep(grace).await } => {
+                tracing::warn!(grace_secs = grace.as_secs(), "connections still open after the grace period; exiting anyway");
+                Ok(())
+            }
+        }
+    });
+    tracing::info!(%addr, "toolgate listening");
+    Ok(Running { addr, state, handle })
+}

@@ -1,0 +1,155 @@
+//! Prompts (`prompts/list`, `prompts/get`) and argument completion for them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use super::cursor;
+use crate::bus::{Change, EventBus};
+use crate::tool::InputRequest;
+
+/// A rendered prompt, or the inputs it needs from the client first (MRTR).
+pub type Rendered = Result<Value, Vec<InputRequest>>;
+type RenderFn = Arc<dyn Fn(&HashMap<String, String>, &Map<String, Value>) -> Rendered + Send + Sync>;
+type CompleteFn = Arc<dyn Fn(&str, &str) -> Vec<String> + Send + Sync>;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PromptArgument {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub required: bool,
+}
+
+impl PromptArgument {
+    pub fn required(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self { name: name.into(), description: Some(description.into()), required: true }
+    }
+
+    pub fn optional(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self { name: name.into(), description: Some(description.into()), required: false }
+    }
+}
+
+/// A prompt: its arguments, a renderer producing `{description?, messages}`, and an optional
+/// completer for argument values.
+#[derive(Clone)]
+pub struct Prompt {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: String,
+    pub arguments: Vec<PromptArgument>,
+    render: RenderFn,
+    complete: Option<CompleteFn>,
+}
+
+impl Prompt {
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        render: impl Fn(&HashMap<String, String>) -> Value + Send + Sync + 'static,
+    ) -> Self {
+        Self::with_inputs(name, description, move |args, _| Ok(render(args)))
+    }
+
+    /// A prompt that may need client input (elicitation, sampling, roots) before it renders:
+    /// the renderer sees the client's `inputResponses` and returns what is still missing.
+    pub fn with_inputs(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        render: impl Fn(&HashMap<String, String>, &Map<String, Value>) -> Rendered + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            title: None,
+            description: description.into(),
+            arguments: Vec::new(),
+            render: Arc::new(render),
+            complete: None,
+        }
+    }
+
+    pub fn argument(mut self, arg: PromptArgument) -> Self {
+        self.arguments.push(arg);
+        self
+    }
+
+    /// Completion for argument values: `(argument name, prefix typed so far) -> suggestions`.
+    pub fn completer(mut self, f: impl Fn(&str, &str) -> Vec<String> + Send + Sync + 'static) -> Self {
+        self.complete = Some(Arc::new(f));
+        self
+    }
+
+    fn listing(&self) -> Value {
+        let mut v = json!({ "name": self.name, "description": self.description, "arguments": self.arguments });
+        if let Some(t) = &self.title {
+            v["title"] = json!(t);
+        }
+        v
+    }
+}
+
+/// All prompts, sorted by name.
+pub struct PromptCatalog {
+    prompts: RwLock<Vec<Prompt>>,
+    bus: Arc<dyn EventBus>,
+}
+
+impl std::fmt::Debug for PromptCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PromptCatalog").field("prompts", &self.prompts.read().len()).finish_non_exhaustive()
+    }
+}
+
+impl PromptCatalog {
+    pub fn new(bus: Arc<dyn EventBus>) -> Self {
+        Self { prompts: RwLock::new(Vec::new()), bus }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.prompts.read().is_empty()
+    }
+
+    pub fn has_completions(&self) -> bool {
+        self.prompts.read().iter().any(|p| p.complete.is_some())
+    }
+
+    pub fn add(&self, prompt: Prompt) {
+        let mut list = self.prompts.write();
+        list.retain(|p| p.name != prompt.name);
+        list.push(prompt);
+        list.sort_by(|a, b| a.name.cmp(&b.name));
+        drop(list);
+        self.bus.publish(Change::PromptsListChanged);
+    }
+
+    pub fn list(&self, cursor: Option<&str>, size: usize) -> Result<(Vec<Value>, Option<String>), String> {
+        let list = self.prompts.read();
+        let (page, next) = cursor::page(&list, |p| p.name.as_str(), "prompts", cursor, size)?;
+        Ok((page.iter().map(Prompt::listing).collect(), next))
+    }
+
+    /// Renders a prompt. `Err` names the unknown prompt or the missing argument; `Ok(Err)`
+    /// lists the client inputs the prompt needs first.
+    pub fn get(&self, name: &str, args: &HashMap<String, String>, responses: &Map<String, Value>) -> Result<Rendered, String> {
+        let prompt = self.prompts.read().iter().find(|p| p.name == name).cloned().ok_or_else(|| format!("Unknown prompt: {name}"))?;
+        if let Some(missing) = prompt.arguments.iter().find(|a| a.required && !args.contains_key(&a.name)) {
+            return Err(format!("Prompt {name} needs the argument {:?}", missing.name));
+        }
+        Ok((prompt.render)(args, responses).map(|mut result| {
+            if result.get("description").is_none() {
+                result["description"] = json!(prompt.description);
+            }
+            result
+        }))
+    }
+
+    /// Completion values for a prompt argument; `None` when the prompt is unknown.
+    pub fn complete(&self, name: &str, argument: &str, value: &str) -> Option<Vec<String>> {
+        let prompt = self.prompts.read().iter().find(|p| p.name == name).cloned()?;
+        Some(prompt.complete.map(|f| f(argument, value)).unwrap_or_default())
+    }
+}

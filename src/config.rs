@@ -1,0 +1,243 @@
+//! Settings: defaults that run with no file, an optional TOML file, and environment
+//! variables `TOOLGATE__SECTION__KEY` on top. Validated once at start-up so a bad setting
+//! stops the process with a message instead of misbehaving later.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub sessions: SessionSettings,
+    pub sse: SseSettings,
+    pub tools: ToolSettings,
+    pub log: LogSettings,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSettings {
+    /// Address of the public listener.
+    pub bind: SocketAddr,
+    /// Path of the Streamable HTTP endpoint.
+    pub mcp_path: String,
+    /// Serve the deprecated 2024-11-05 HTTP+SSE transport at `/sse` + `/messages`.
+    pub legacy_sse: bool,
+    /// Largest request body accepted, in bytes (413 beyond).
+    pub max_body_bytes: usize,
+    /// `Host` values accepted (DNS-rebinding protection). `host` or `host:port`; `*` accepts any.
+    pub allowed_hosts: Vec<String>,
+    /// `Origin` values accepted when the header is present. `scheme://host[:port]`; a missing
+    /// port accepts any port; `*` accepts any origin.
+    pub allowed_origins: Vec<String>,
+    /// Name and version announced to clients.
+    pub name: String,
+    pub instructions: Option<String>,
+    /// How long in-flight work may take to finish after a shutdown signal.
+    pub shutdown_grace_secs: u64,
+    /// Secret that signs MRTR `requestState`. Unset: a random per-process key (state then
+    /// does not survive a restart; set the same value on every replica).
+    pub state_secret: Option<String>,
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            mcp_path: "/mcp".into(),
+            legacy_sse: true,
+            max_body_bytes: 4 * 1024 * 1024,
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
+            allowed_origins: vec!["http://localhost".into(), "http://127.0.0.1".into(), "http://[::1]".into()],
+            name: "toolgate".into(),
+            instructions: None,
+            shutdown_grace_secs: 20,
+            state_secret: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionSettings {
+    /// A legacy session unused for this long is ended (its id then gets 404).
+    pub idle_timeout_secs: u64,
+    /// Most legacy sessions held at once; `initialize` beyond it gets 503 with Retry-After.
+    pub max_sessions: usize,
+    /// How long a tool waits for the client to answer a server-to-client request.
+    pub client_request_timeout_secs: u64,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self { idle_timeout_secs: 30 * 60, max_sessions: 100_000, client_request_timeout_secs: 300 }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SseSettings {
+    /// Interval of `: keep-alive` comments; keep it below every proxy idle timeout.
+    pub keep_alive_secs: u64,
+    /// `retry` hint sent to 2025-11-25 clients, in milliseconds.
+    pub retry_ms: u64,
+    /// Events kept per stream for `Last-Event-ID` resumption.
+    pub replay_events: usize,
+    /// Messages queued per stream before a slow client starts losing notifications.
+    pub stream_buffer: usize,
+}
+
+impl Default for SseSettings {
+    fn default() -> Self {
+        Self { keep_alive_secs: 15, retry_ms: 3000, replay_events: 64, stream_buffer: 64 }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolSettings {
+    /// Built-in tool packs.
+    pub packs: PackSettings,
+    /// Items per page of every list method.
+    pub page_size: usize,
+    /// Timeout of a tool call unless the tool sets its own.
+    pub default_timeout_secs: u64,
+    /// Directory the CSV analysis tool may read (nothing outside it).
+    pub csv_dir: PathBuf,
+}
+
+impl Default for ToolSettings {
+    fn default() -> Self {
+        Self { packs: PackSettings::default(), page_size: 50, default_timeout_secs: 60, csv_dir: PathBuf::from("data") }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PackSettings {
+    pub examples: bool,
+    /// Every fixture the official conformance suite calls. Off in production.
+    pub conformance: bool,
+}
+
+impl Default for PackSettings {
+    fn default() -> Self {
+        Self { examples: true, conformance: false }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogSettings {
+    /// `pretty` for people, `json` for log pipelines.
+    pub format: LogFormat,
+    /// A tracing `EnvFilter` directive; `RUST_LOG` overrides it.
+    pub filter: String,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        Self { format: LogFormat::Pretty, filter: "info,toolgate=info".into() }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+/// A setting that cannot work, with the key that names it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot load configuration: {0}")]
+    Load(#[from] config::ConfigError),
+    #[error("invalid setting {key}: {reason}")]
+    Invalid { key: &'static str, reason: String },
+}
+
+impl Settings {
+    /// Defaults, then the file (when given), then `TOOLGATE__SECTION__KEY` variables.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        let mut builder = config::Config::builder();
+        if let Some(path) = file {
+            builder = builder.add_source(config::File::from(path).required(true));
+        }
+        let env = config::Environment::with_prefix("TOOLGATE")
+            .prefix_separator("__")
+            .separator("__")
+            .try_parsing(true)
+            .list_separator(",")
+            .with_list_parse_key("server.allowed_hosts")
+            .with_list_parse_key("server.allowed_origins");
+        let settings: Self = builder.add_source(env).build()?.try_deserialize()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |key, reason: &str| Err(ConfigError::Invalid { key, reason: reason.to_owned() });
+        let path = &self.server.mcp_path;
+        if !path.starts_with('/') || path.len() < 2 || path.ends_with('/') {
+            return invalid("server.mcp_path", "must start with '/', not end with '/', and not be '/' alone");
+        }
+        if self.server.allowed_hosts.is_empty() {
+            return invalid("server.allowed_hosts", "must not be empty; list the public host names, or \"*\" to accept any");
+        }
+        if self.server.max_body_bytes < 1024 {
+            return invalid("server.max_body_bytes", "must be at least 1024");
+        }
+        if self.tools.page_size == 0 {
+            return invalid("tools.page_size", "must be at least 1");
+        }
+        if self.sse.stream_buffer == 0 || self.sse.keep_alive_secs == 0 {
+            return invalid("sse", "stream_buffer and keep_alive_secs must be at least 1");
+        }
+        if self.tools.default_timeout_secs == 0 {
+            return invalid("tools.default_timeout_secs", "must be at least 1");
+        }
+        Ok(())
+    }
+
+    pub fn keep_alive(&self) -> Duration {
+        Duration::from_secs(self.sse.keep_alive_secs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_loopback() {
+        let s = Settings::default();
+        assert!(s.validate().is_ok());
+        assert!(s.server.bind.ip().is_loopback());
+        assert!(s.tools.packs.examples && !s.tools.packs.conformance);
+    }
+
+    #[test]
+    fn file_values_override_defaults_and_typos_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.toml");
+        std::fs::write(&path, "[server]\nbind = \"127.0.0.1:9999\"\n[tools.packs]\nconformance = true\n").expect("write");
+        let s = Settings::load(Some(&path)).expect("loads");
+        assert_eq!(s.server.bind.port(), 9999);
+        assert!(s.tools.packs.conformance);
+        std::fs::write(&path, "[server]\nbnd = \"x\"\n").expect("write");
+        let err = Settings::load(Some(&path)).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("bnd"), "{err}");
+    }
+
+    #[test]
+    fn bad_paths_are_refused() {
+        let mut s = Settings::default();
+        s.server.mcp_path = "mcp".into();
+        assert!(s.validate().is_err());
+    }
+}

@@ -1,0 +1,18 @@
+//! toolgate: a remote MCP server that lets AI clients discover and call tools over HTTPS.
+//!
+//! The crate is layered from the wire inwards: [`transport`] speaks HTTP (both protocol eras
+//! and the deprecated HTTP+SSE transport), [`session`] holds legacy sessions and resumable
+//! streams, [`server`] implements the MCP methods, [`tool`] is the API tools are written
+//! against, and [`packs`] ships built-in tools. [`app`] wires it together.
+
+pub mod app;
+pub mod bus;
+pub mod catalog;
+pub mod config;
+pub mod packs;
+pub mod protocol;
+pub mod server;
+pub mod session;
+pub mod telemetry;
+pub mod tool;
+pub mod transport;

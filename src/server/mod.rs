@@ -1,0 +1,241 @@
+//! The MCP server proper: what each method does, independent of how the request arrived.
+//! Transports build a [`RequestCtx`] (era, session, client capabilities, the channel back to
+//! the client) and call [`McpServer::handle`].
+
+mod catalog_methods;
+pub mod mrtr;
+mod tools_call;
+
+pub use mrtr::StateSigner;
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU8;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::bus::EventBus;
+use crate::catalog::{PromptCatalog, ResourceCatalog};
+use crate::config::Settings;
+use crate::protocol::jsonrpc::{Request, RpcError};
+use crate::protocol::{Era, ProtocolVersion};
+use crate::session::Session;
+use crate::tool::{ClientCaps, ClientChannel, LogLevel, ToolRegistry};
+
+/// Everything a method handler may need to know about the request besides its params.
+pub struct RequestCtx {
+    pub version: ProtocolVersion,
+    pub session: Option<Arc<Session>>,
+    pub caps: ClientCaps,
+    /// Threshold for log notifications; `None` sends none.
+    pub log_level: Option<Arc<AtomicU8>>,
+    pub channel: Arc<dyn ClientChannel>,
+    /// Cancelled when the client cancels this request (or the session/stream ends).
+    pub cancel: CancellationToken,
+}
+
+impl RequestCtx {
+    pub fn era(&self) -> Era {
+        self.version.era()
+    }
+}
+
+/// The server's offerings and settings.
+pub struct McpServer {
+    pub tools: ToolRegistry,
+    pub resources: ResourceCatalog,
+    pub prompts: PromptCatalog,
+    pub bus: Arc<dyn EventBus>,
+    pub settings: Arc<Settings>,
+    pub state_signer: StateSigner,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer").field("tools", &self.tools).finish_non_exhaustive()
+    }
+}
+
+/// How long clients may cache a list result (`ttlMs`), modern era.
+const LIST_TTL_MS: u64 = 60_000;
+/// How long clients may cache a resource read.
+const READ_TTL_MS: u64 = 30_000;
+
+impl McpServer {
+    pub fn new(settings: Arc<Settings>, bus: Arc<dyn EventBus>) -> Self {
+        Self {
+            tools: ToolRegistry::new(bus.clone()),
+            resources: ResourceCatalog::new(bus.clone()),
+            prompts: PromptCatalog::new(bus.clone()),
+            bus,
+            state_signer: StateSigner::new(settings.server.state_secret.as_deref()),
+            settings,
+        }
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.settings.tools.page_size
+    }
+
+    pub fn default_timeout(&self) -> Duration {
+        Duration::from_secs(self.settings.tools.default_timeout_secs)
+    }
+
+    /// What this server offers, declared only for what is really there (L-08).
+    pub fn capabilities(&self, era: Era) -> Value {
+        let mut caps = Map::new();
+        caps.insert("tools".into(), json!({ "listChanged": true }));
+        // Legacy: logging/setLevel. Modern: per-request `_meta` logLevel.
+        let _ = era;
+        caps.insert("logging".into(), json!({}));
+        if !self.resources.is_empty() {
+            caps.insert("resources".into(), json!({ "subscribe": true, "listChanged": true }));
+        }
+        if !self.prompts.is_empty() {
+            caps.insert("prompts".into(), json!({ "listChanged": true }));
+        }
+        if self.prompts.has_completions() {
+            caps.insert("completions".into(), json!({}));
+        }
+        Value::Object(caps)
+    }
+
+    pub fn server_info(&self) -> Value {
+        json!({
+            "name": self.settings.server.name,
+            "title": "toolgate",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Remote MCP tool server",
+        })
+    }
+
+    /// The `initialize` result for a negotiated version.
+    pub fn initialize_result(&self, version: ProtocolVersion) -> Value {
+        let mut result = json!({
+            "protocolVersion": version.as_str(),
+            "capabilities": self.capabilities(Era::Legacy),
+            "serverInfo": self.server_info(),
+        });
+        if let Some(instructions) = &self.settings.server.instructions {
+            result["instructions"] = json!(instructions);
+        }
+        result
+    }
+
+    /// The `server/discover` result (modern era).
+    pub fn discover_result(&self) -> Value {
+        let mut result = json!({
+            // Only versions a stateless request can use; legacy ones need `initialize`.
+            "supportedVersions": [ProtocolVersion::LATEST_MODERN.as_str()],
+            "capabilities": self.capabilities(Era::Modern),
+            "serverInfo": self.server_info(),
+        });
+        if let Some(instructions) = &self.settings.server.instructions {
+            result["instructions"] = json!(instructions);
+        }
+        result
+    }
+
+    /// Serves one request. Methods the era or the declared capabilities do not include get
+    /// -32601 (L-09).
+    pub async fn handle(&self, req: &Request, ctx: &RequestCtx) -> Result<Value, RpcError> {
+        let params = &req.params;
+        let era = ctx.era();
+        let mut result = match req.method.as_str() {
+            "ping" => Ok(json!({})),
+            "server/discover" if era == Era::Modern => Ok(self.discover_result()),
+            "tools/list" => self.list_tools(params),
+            "tools/call" => {
+                let mrtr = match era {
+                    Era::Modern => {
+                        let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+                        Some(Arc::new(self.state_signer.prepare(params, &format!("tools/call:{name}"))?))
+                    }
+                    Era::Legacy => None,
+                };
+                self.call_tool(params, ctx, mrtr).await
+            }
+            "logging/setLevel" if era == Era::Legacy => self.set_level(params, ctx),
+            "resources/list" | "resources/templates/list" | "resources/read" if !self.resources.is_empty() => {
+                self.resource_method(&req.method, params, ctx)
+            }
+            "resources/subscribe" | "resources/unsubscribe" if !self.resources.is_empty() && era == Era::Legacy => {
+                self.subscription_method(&req.method, params, ctx)
+            }
+            "prompts/list" | "prompts/get" if !self.prompts.is_empty() => self.prompt_method(&req.method, params, ctx),
+            "completion/complete" if self.prompts.has_completions() => self.complete(params),
+            other => Err(RpcError::method_not_found(other)),
+        }?;
+        if era == Era::Modern {
+            self.decorate_modern(&req.method, &mut result);
+        }
+        Ok(result)
+    }
+
+    /// Modern results carry `resultType` and the server's identity; complete cacheable
+    /// results say how long they may be cached (`ttlMs`, `cacheScope`).
+    fn decorate_modern(&self, method: &str, result: &mut Value) {
+        let Some(obj) = result.as_object_mut() else { return };
+        let complete = obj.get("resultType").is_none_or(|t| t == "complete");
+        obj.entry("resultType").or_insert_with(|| json!("complete"));
+        if complete {
+            match method {
+                "server/discover" | "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
+                    obj.insert("ttlMs".into(), json!(LIST_TTL_MS));
+                    // Lists do not vary by caller yet, so shared caches may keep them.
+                    obj.insert("cacheScope".into(), json!("public"));
+                }
+                "resources/read" => {
+                    obj.insert("ttlMs".into(), json!(READ_TTL_MS));
+                    obj.insert("cacheScope".into(), json!("private"));
+                }
+                _ => {}
+            }
+        }
+        let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(
+                "io.modelcontextprotocol/serverInfo".into(),
+                json!({ "name": self.settings.server.name, "version": env!("CARGO_PKG_VERSION") }),
+            );
+        }
+    }
+
+    fn set_level(&self, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
+        let level = params
+            .get("level")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::invalid_params("logging/setLevel needs a string \"level\""))?;
+        let level = LogLevel::parse(level).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "Unknown log level {level:?}; use one of debug, info, notice, warning, error, critical, alert, emergency"
+            ))
+        })?;
+        if let Some(session) = &ctx.session {
+            session.set_log_level(level);
+        }
+        Ok(json!({}))
+    }
+
+    fn list_tools(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
+        let cursor = cursor_param(params)?;
+        let set = self.tools.snapshot();
+        let (page, next) = set.page(cursor, self.page_size()).map_err(RpcError::invalid_params)?;
+        let tools: Vec<&Value> = page.iter().map(|t| t.listing.as_ref()).collect();
+        let mut result = json!({ "tools": tools });
+        if let Some(next) = next {
+            result["nextCursor"] = json!(next);
+        }
+        Ok(result)
+    }
+}
+
+/// The optional `cursor` param: a string or absent.
+pub(crate) fn cursor_param(params: &Map<String, Value>) -> Result<Option<&str>, RpcError> {
+    match params.get("cursor") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(RpcError::invalid_params("\"cursor\" must be a string returned as nextCursor")),
+    }
+}

@@ -1,0 +1,285 @@
+//! Legacy-era (2025-11-25 and older) sessions: identity, negotiated version, client
+//! capabilities, log level, in-flight requests, pending server-to-client requests, resource
+//! subscriptions and the session's event streams. The modern era has no sessions.
+
+mod store;
+mod stream;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+pub use store::{SessionStore, StoreFull};
+pub use stream::{EventStream, ResumeError, parse_event_id};
+
+use crate::protocol::ProtocolVersion;
+use crate::protocol::jsonrpc::{RequestId, RpcError};
+use crate::tool::{ClientCaps, LogLevel};
+
+/// Streams kept per session for resumption after their connection dropped.
+const RETAINED_STREAMS: usize = 8;
+
+/// Which transport created the session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionKind {
+    /// Streamable HTTP (2025-03-26 and later), one endpoint.
+    Streamable,
+    /// Deprecated HTTP+SSE (2024-11-05): one SSE connection carries every server message.
+    LegacySse,
+}
+
+/// What the client told us at `initialize`.
+#[derive(Clone, Debug, Default)]
+pub struct ClientInfo {
+    pub caps: ClientCaps,
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Default)]
+struct Streams {
+    next_key: u32,
+    get: Option<Arc<EventStream>>,
+    /// POST response streams, newest last, kept for resumption.
+    posts: Vec<Arc<EventStream>>,
+}
+
+/// One legacy session.
+pub struct Session {
+    pub id: Arc<str>,
+    pub kind: SessionKind,
+    version: AtomicU8,
+    client: RwLock<ClientInfo>,
+    initialized: AtomicBool,
+    /// Threshold for `notifications/message`, shared with running tools.
+    pub log_level: Arc<AtomicU8>,
+    last_seen: AtomicU64,
+    next_outgoing: AtomicU64,
+    pending: Mutex<HashMap<RequestId, oneshot::Sender<Result<Value, RpcError>>>>,
+    in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
+    streams: Mutex<Streams>,
+    subscriptions: Mutex<HashSet<Arc<str>>>,
+    /// Cancelled when the session ends: stops its streams and its in-flight work.
+    pub closed: CancellationToken,
+    /// The 2024-11-05 transport's single outgoing channel.
+    legacy_out: Option<mpsc::Sender<Bytes>>,
+    replay_events: usize,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).field("version", &self.version()).finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    pub(crate) fn new(
+        id: Arc<str>,
+        kind: SessionKind,
+        version: ProtocolVersion,
+        replay_events: usize,
+        legacy_out: Option<mpsc::Sender<Bytes>>,
+    ) -> Self {
+        Self {
+            id,
+            kind,
+            version: AtomicU8::new(version_index(version)),
+            client: RwLock::new(ClientInfo::default()),
+            initialized: AtomicBool::new(false),
+            // Until the client sets a level, send info and above.
+            log_level: Arc::new(AtomicU8::new(LogLevel::Info as u8)),
+            last_seen: AtomicU64::new(now_secs()),
+            next_outgoing: AtomicU64::new(1),
+            pending: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
+            streams: Mutex::new(Streams::default()),
+            subscriptions: Mutex::new(HashSet::new()),
+            closed: CancellationToken::new(),
+            legacy_out,
+            replay_events,
+        }
+    }
+
+    pub fn version(&self) -> ProtocolVersion {
+        ProtocolVersion::ALL[usize::from(self.version.load(Ordering::Relaxed))]
+    }
+
+    pub fn client(&self) -> ClientInfo {
+        self.client.read().clone()
+    }
+
+    pub fn caps(&self) -> ClientCaps {
+        self.client.read().caps
+    }
+
+    /// Records the outcome of `initialize`. Returns false if the session was already
+    /// initialized (a second `initialize` is refused).
+    pub fn set_initialized(&self, version: ProtocolVersion, client: ClientInfo) -> bool {
+        if self.initialized.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.version.store(version_index(version), Ordering::Relaxed);
+        *self.client.write() = client;
+        true
+    }
+
+    pub fn is_initialized(&self) -> bool {
+        self.initialized.load(Ordering::Acquire)
+    }
+
+    pub fn touch(&self) {
+        self.last_seen.store(now_secs(), Ordering::Relaxed);
+    }
+
+    pub fn idle_for(&self) -> Duration {
+        Duration::from_secs(now_secs().saturating_sub(self.last_seen.load(Ordering::Relaxed)))
+    }
+
+    pub fn set_log_level(&self, level: LogLevel) {
+        self.log_level.store(level as u8, Ordering::Relaxed);
+    }
+
+    // ---- in-flight client requests (for notifications/cancelled) ----
+
+    pub fn track(&self, id: RequestId, token: CancellationToken) {
+        self.in_flight.lock().insert(id, token);
+    }
+
+    pub fn untrack(&self, id: &RequestId) {
+        self.in_flight.lock().remove(id);
+    }
+
+    /// Cancels an in-flight request; unknown or finished ids are ignored (U-12, U-13).
+    pub fn cancel_request(&self, id: &RequestId) -> bool {
+        match self.in_flight.lock().remove(id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    // ---- server-to-client requests ----
+
+    /// Registers an outgoing request; returns its id and the receiver of the client's answer.
+    pub fn begin_outgoing(&self) -> (RequestId, oneshot::Receiver<Result<Value, RpcError>>) {
+        let n = self.next_outgoing.fetch_add(1, Ordering::Relaxed);
+        let id = RequestId::String(format!("srv-{n}").into());
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().insert(id.clone(), tx);
+        (id, rx)
+    }
+
+    pub fn abandon_outgoing(&self, id: &RequestId) {
+        self.pending.lock().remove(id);
+    }
+
+    /// Routes a client response to the waiting call; false if nobody waits for that id.
+    pub fn complete_outgoing(&self, id: &RequestId, outcome: Result<Value, RpcError>) -> bool {
+        match self.pending.lock().remove(id) {
+            Some(tx) => tx.send(outcome).is_ok(),
+            None => false,
+        }
+    }
+
+    // ---- streams ----
+
+    /// Opens a new resumable stream for a POST response.
+    pub fn open_post_stream(&self, buffer: usize) -> Arc<EventStream> {
+        let mut streams = self.streams.lock();
+        streams.next_key += 1;
+        let stream = Arc::new(EventStream::new(streams.next_key, self.replay_events, buffer));
+        streams.posts.push(stream.clone());
+        // Forget the oldest finished streams beyond the retention bound.
+        while streams.posts.len() > RETAINED_STREAMS {
+            match streams.posts.iter().position(|s| s.is_finished()) {
+                Some(i) => {
+                    streams.posts.remove(i);
+                }
+                None => break,
+            }
+        }
+        stream
+    }
+
+    /// The standalone GET stream, created on first use.
+    pub fn get_stream(&self, buffer: usize) -> Arc<EventStream> {
+        let mut streams = self.streams.lock();
+        if let Some(s) = &streams.get {
+            return s.clone();
+        }
+        streams.next_key += 1;
+        let stream = Arc::new(EventStream::new(streams.next_key, self.replay_events, buffer));
+        streams.get = Some(stream.clone());
+        stream
+    }
+
+    /// Finds a stream of this session by key (for `Last-Event-ID`).
+    pub fn find_stream(&self, key: u32) -> Option<Arc<EventStream>> {
+        let streams = self.streams.lock();
+        if let Some(s) = streams.get.as_ref().filter(|s| s.key() == key) {
+            return Some(s.clone());
+        }
+        streams.posts.iter().find(|s| s.key() == key).cloned()
+    }
+
+    /// Delivers a server-initiated message (list_changed, resources/updated) on the stream
+    /// meant for unrelated messages: the GET stream, or the 2024-11-05 SSE connection.
+    /// Never blocks: a client that does not keep up loses its connection, not our time.
+    pub fn deliver_unsolicited(&self, json: &str) {
+        if let Some(out) = &self.legacy_out {
+            let _ = out.try_send(crate::transport::sse::message_event(None, json));
+            return;
+        }
+        let get = self.streams.lock().get.clone();
+        if let Some(stream) = get {
+            stream.push(json, false);
+        }
+    }
+
+    /// The 2024-11-05 transport's outgoing channel.
+    pub fn legacy_out(&self) -> Option<&mpsc::Sender<Bytes>> {
+        self.legacy_out.as_ref()
+    }
+
+    pub fn subscribe(&self, uri: &str) {
+        self.subscriptions.lock().insert(uri.into());
+    }
+
+    pub fn unsubscribe(&self, uri: &str) {
+        self.subscriptions.lock().remove(uri);
+    }
+
+    pub fn is_subscribed(&self, uri: &str) -> bool {
+        self.subscriptions.lock().contains(uri)
+    }
+
+    /// Ends the session: in-flight work is cancelled and its streams close.
+    pub fn close(&self) {
+        self.closed.cancel();
+        for (_, token) in self.in_flight.lock().drain() {
+            token.cancel();
+        }
+        self.pending.lock().clear();
+        let streams = std::mem::take(&mut *self.streams.lock());
+        for s in streams.get.iter().chain(streams.posts.iter()) {
+            s.finish();
+        }
+    }
+}
+
+fn version_index(v: ProtocolVersion) -> u8 {
+    ProtocolVersion::ALL.iter().position(|x| *x == v).and_then(|i| u8::try_from(i).ok()).unwrap_or(0)
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}

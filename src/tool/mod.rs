@@ -1,0 +1,219 @@
+//! The Rust API for tools: a [`Tool`] is a descriptor (name, schemas, annotations) plus an
+//! async handler that receives a [`ToolContext`]. A tool fits in one file:
+//!
+//! ```
+//! use serde_json::json;
+//! use toolgate::protocol::CallToolResult;
+//! use toolgate::tool::{Tool, ToolError};
+//!
+//! let tool = Tool::builder("calculate_sum", "Add two numbers. Example: {\"a\": 2, \"b\": 3} returns 5.")
+//!     .input_schema(json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}))
+//!     .read_only()
+//!     .handler(|ctx| async move {
+//!         #[derive(serde::Deserialize)]
+//!         struct Args { a: f64, b: f64 }
+//!         let Args { a, b } = ctx.args()?;
+//!         Ok::<_, ToolError>(CallToolResult::text((a + b).to_string()))
+//!     });
+//! assert_eq!(tool.name(), "calculate_sum");
+//! ```
+
+mod context;
+mod registry;
+pub mod schema;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub use context::{ClientCaps, ClientChannel, InputRequest, LogLevel, ToolContext};
+pub(crate) use context::{ContextParts, Mrtr};
+pub use registry::{RegisteredTool, ToolRegistry, ToolSet};
+
+use crate::protocol::CallToolResult;
+
+/// Why a tool did not produce a result. Every variant but `Internal` carries a message meant
+/// for the model; `Internal` is logged and replaced by a generic message.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("Invalid arguments: {0}")]
+    InvalidArguments(String),
+    #[error("{0}")]
+    Failed(String),
+    #[error("The request was cancelled")]
+    Cancelled,
+    /// Modern era: the tool needs input from the client first; the context holds the requests.
+    #[error("Input required from the client")]
+    InputRequired,
+    /// The tool needs a client capability the client did not declare (`sampling`,
+    /// `elicitation`, `roots`). Modern era: -32021; legacy: an `isError` result.
+    #[error("This tool needs the client capability {0:?}, which the client did not declare")]
+    MissingClientCapability(&'static str),
+    #[error("internal tool failure")]
+    Internal(#[from] anyhow::Error),
+}
+
+/// What a handler returns.
+pub type ToolOutcome = Result<CallToolResult, ToolError>;
+
+type BoxFuture = Pin<Box<dyn Future<Output = ToolOutcome> + Send + 'static>>;
+type Handler = Arc<dyn Fn(ToolContext) -> BoxFuture + Send + Sync>;
+
+/// Behaviour hints for clients (untrusted by them, TL-09).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolAnnotations {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+}
+
+/// An icon for display (`src` is an https: or data: URI).
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Icon {
+    pub src: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sizes: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub theme: Option<String>,
+}
+
+/// What `tools/list` shows for a tool.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDescriptor {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub description: String,
+    pub input_schema: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub icons: Option<Vec<Icon>>,
+    /// Tasks are not offered yet, so every tool says `forbidden` explicitly.
+    pub execution: Value,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Map<String, Value>>,
+}
+
+/// A tool: descriptor, handler and execution settings.
+#[derive(Clone)]
+pub struct Tool {
+    pub(crate) descriptor: ToolDescriptor,
+    pub(crate) handler: Handler,
+    pub(crate) timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool").field("name", &self.descriptor.name).finish_non_exhaustive()
+    }
+}
+
+impl Tool {
+    /// Starts a tool definition. The description should say what the tool does and give a
+    /// usage example: models choose tools by it.
+    pub fn builder(name: impl Into<String>, description: impl Into<String>) -> ToolBuilder {
+        ToolBuilder {
+            descriptor: ToolDescriptor {
+                name: name.into(),
+                title: None,
+                description: description.into(),
+                input_schema: serde_json::json!({"type": "object", "additionalProperties": false}),
+                output_schema: None,
+                annotations: None,
+                icons: None,
+                execution: serde_json::json!({"taskSupport": "forbidden"}),
+                meta: None,
+            },
+            timeout: None,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.descriptor.name
+    }
+
+    pub fn descriptor(&self) -> &ToolDescriptor {
+        &self.descriptor
+    }
+}
+
+/// Builds a [`Tool`]; finish with [`ToolBuilder::handler`].
+#[derive(Debug)]
+pub struct ToolBuilder {
+    descriptor: ToolDescriptor,
+    timeout: Option<Duration>,
+}
+
+impl ToolBuilder {
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.descriptor.title = Some(title.into());
+        self
+    }
+
+    pub fn input_schema(mut self, schema: Value) -> Self {
+        self.descriptor.input_schema = schema;
+        self
+    }
+
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.descriptor.output_schema = Some(schema);
+        self
+    }
+
+    pub fn annotations(mut self, annotations: ToolAnnotations) -> Self {
+        self.descriptor.annotations = Some(annotations);
+        self
+    }
+
+    /// Marks the tool read-only, non-destructive and idempotent.
+    pub fn read_only(self) -> Self {
+        let mut a = self.descriptor.annotations.clone().unwrap_or_default();
+        a.read_only_hint = Some(true);
+        a.destructive_hint = Some(false);
+        a.idempotent_hint = Some(true);
+        self.annotations(a)
+    }
+
+    pub fn icon(mut self, icon: Icon) -> Self {
+        self.descriptor.icons.get_or_insert_with(Vec::new).push(icon);
+        self
+    }
+
+    pub fn meta(mut self, meta: Map<String, Value>) -> Self {
+        self.descriptor.meta = Some(meta);
+        self
+    }
+
+    /// Overrides the server-wide default call timeout for this tool.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    pub fn handler<F, Fut>(self, handler: F) -> Tool
+    where
+        F: Fn(ToolContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ToolOutcome> + Send + 'static,
+    {
+        Tool { descriptor: self.descriptor, handler: Arc::new(move |ctx| Box::pin(handler(ctx))), timeout: self.timeout }
+    }
+}

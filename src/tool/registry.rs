@@ -1,0 +1,252 @@
+//! The runtime tool registry: an immutable, name-sorted snapshot swapped atomically on every
+//! change, so readers (`tools/list`, `tools/call`) never take a lock. Every change is
+//! validated completely before it is published and announced on the event bus.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonschema::Validator;
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use super::{Tool, schema};
+use crate::bus::{Change, EventBus};
+
+/// Longest tool name accepted; the spec allows 128 but the conformance suite checks 64.
+const MAX_NAME_LEN: usize = 64;
+const CURSOR_PREFIX: &str = "tools:";
+
+/// A tool with its compiled schemas and its pre-serialized listing entry.
+pub struct RegisteredTool {
+    pub tool: Tool,
+    pub(crate) input: Validator,
+    pub(crate) output: Option<Validator>,
+    /// The `tools/list` entry, serialized once at registration.
+    pub(crate) listing: Arc<Value>,
+}
+
+impl std::fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredTool").field("name", &self.tool.name()).finish_non_exhaustive()
+    }
+}
+
+impl RegisteredTool {
+    fn compile(tool: Tool) -> Result<Self, String> {
+        let d = &tool.descriptor;
+        validate_name(&d.name)?;
+        if d.description.trim().is_empty() {
+            return Err(format!("tool {:?}: description must not be empty", d.name));
+        }
+        schema::require_object_root(&d.input_schema, "inputSchema").map_err(|e| format!("tool {:?}: {e}", d.name))?;
+        let input = schema::compile(&d.input_schema).map_err(|e| format!("tool {:?}: inputSchema: {e}", d.name))?;
+        let output = match &d.output_schema {
+            None => None,
+            Some(s) => {
+                schema::require_object_root(s, "outputSchema").map_err(|e| format!("tool {:?}: {e}", d.name))?;
+                Some(schema::compile(s).map_err(|e| format!("tool {:?}: outputSchema: {e}", d.name))?)
+            }
+        };
+        let listing = serde_json::to_value(d).map_err(|e| format!("tool {:?}: {e}", d.name))?;
+        Ok(Self { tool, input, output, listing: Arc::new(listing) })
+    }
+
+    pub fn name(&self) -> &str {
+        self.tool.name()
+    }
+}
+
+/// Checks a tool name against `^[A-Za-z0-9_.-]{1,64}$`.
+pub fn validate_name(name: &str) -> Result<(), String> {
+    let ok_chars = name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if name.is_empty() || name.len() > MAX_NAME_LEN || !ok_chars {
+        return Err(format!("invalid tool name {name:?}: use 1 to {MAX_NAME_LEN} characters from A-Z, a-z, 0-9, '_', '-' and '.'"));
+    }
+    Ok(())
+}
+
+/// One consistent view of all tools, sorted by name.
+#[derive(Debug, Default)]
+pub struct ToolSet {
+    tools: Vec<Arc<RegisteredTool>>,
+    index: HashMap<String, usize>,
+}
+
+impl ToolSet {
+    fn from_sorted(tools: Vec<Arc<RegisteredTool>>) -> Self {
+        let index = tools.iter().enumerate().map(|(i, t)| (t.name().to_owned(), i)).collect();
+        Self { tools, index }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<RegisteredTool>> {
+        self.index.get(name).map(|&i| &self.tools[i])
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<RegisteredTool>> {
+        self.tools.iter()
+    }
+
+    /// One page of tools after `cursor`, with the cursor for the next page. The cursor names
+    /// the last tool returned, so pages stay consistent while tools are added or removed.
+    pub fn page(&self, cursor: Option<&str>, page_size: usize) -> Result<(&[Arc<RegisteredTool>], Option<String>), String> {
+        let start = match cursor {
+            None => 0,
+            Some(c) => {
+                let after =
+                    decode_cursor(c).ok_or_else(|| format!("Invalid cursor {c:?}: pass back a nextCursor value exactly as received"))?;
+                self.tools.partition_point(|t| t.name() <= after.as_str())
+            }
+        };
+        let end = start.saturating_add(page_size.max(1)).min(self.tools.len());
+        let page = &self.tools[start..end];
+        let next = (end < self.tools.len()).then(|| encode_cursor(self.tools[end - 1].name()));
+        Ok((page, next))
+    }
+}
+
+fn encode_cursor(last: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{last}"))
+}
+
+fn decode_cursor(cursor: &str) -> Option<String> {
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let name = text.strip_prefix(CURSOR_PREFIX)?;
+    validate_name(name).ok()?;
+    Some(name.to_owned())
+}
+
+/// The live registry.
+pub struct ToolRegistry {
+    current: ArcSwap<ToolSet>,
+    /// Serializes writers so two concurrent changes cannot lose one another.
+    write: Mutex<()>,
+    bus: Arc<dyn EventBus>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRegistry").field("tools", &self.current.load().len()).finish()
+    }
+}
+
+impl ToolRegistry {
+    pub fn new(bus: Arc<dyn EventBus>) -> Self {
+        Self { current: ArcSwap::from_pointee(ToolSet::default()), write: Mutex::new(()), bus }
+    }
+
+    /// The current snapshot; cheap, lock-free.
+    pub fn snapshot(&self) -> Arc<ToolSet> {
+        self.current.load_full()
+    }
+
+    /// Adds or replaces tools in one step. Nothing changes if any tool is invalid.
+    pub fn upsert_all(&self, tools: impl IntoIterator<Item = Tool>) -> Result<(), String> {
+        let compiled = tools.into_iter().map(|t| RegisteredTool::compile(t).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+        if compiled.is_empty() {
+            return Ok(());
+        }
+        self.modify(|map| {
+            for tool in compiled {
+                map.insert(tool.name().to_owned(), tool);
+            }
+            true
+        });
+        Ok(())
+    }
+
+    /// Adds or replaces one tool.
+    pub fn upsert(&self, tool: Tool) -> Result<(), String> {
+        self.upsert_all([tool])
+    }
+
+    /// Removes a tool; returns whether it existed.
+    pub fn remove(&self, name: &str) -> bool {
+        self.modify(|map| map.remove(name).is_some())
+    }
+
+    fn modify(&self, change: impl FnOnce(&mut std::collections::BTreeMap<String, Arc<RegisteredTool>>) -> bool) -> bool {
+        let _guard = self.write.lock();
+        let current = self.current.load();
+        let mut map: std::collections::BTreeMap<_, _> = current.tools.iter().map(|t| (t.name().to_owned(), t.clone())).collect();
+        let changed = change(&mut map);
+        if changed {
+            self.current.store(Arc::new(ToolSet::from_sorted(map.into_values().collect())));
+            self.bus.publish(Change::ToolsListChanged);
+        }
+        changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bus::LocalBus;
+    use crate::protocol::CallToolResult;
+    use crate::tool::ToolError;
+
+    fn tool(name: &str) -> Tool {
+        Tool::builder(name, "test tool").handler(|_| async { Ok::<_, ToolError>(CallToolResult::text("ok")) })
+    }
+
+    fn registry() -> (ToolRegistry, Arc<LocalBus>) {
+        let bus = Arc::new(LocalBus::default());
+        (ToolRegistry::new(bus.clone()), bus)
+    }
+
+    #[test]
+    fn names_are_validated() {
+        assert!(validate_name("get_weather.v2-beta").is_ok());
+        for bad in ["", "has space", "comma,", &"x".repeat(65), "slash/"] {
+            assert!(validate_name(bad).is_err(), "{bad:?} should be refused");
+        }
+        let (reg, _) = registry();
+        assert!(reg.upsert(tool("bad name")).is_err());
+        assert!(reg.snapshot().is_empty());
+    }
+
+    #[test]
+    fn pages_are_sorted_and_complete() {
+        let (reg, _) = registry();
+        reg.upsert_all(["d", "b", "a", "c", "e"].map(tool)).expect("valid tools");
+        let set = reg.snapshot();
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        loop {
+            let (page, next) = set.page(cursor.as_deref(), 2).expect("valid cursor");
+            seen.extend(page.iter().map(|t| t.name().to_owned()));
+            match next {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(seen, ["a", "b", "c", "d", "e"]);
+        assert!(set.page(Some("garbage!"), 2).is_err());
+    }
+
+    #[test]
+    fn changes_are_published_and_invalid_batches_change_nothing() {
+        let (reg, bus) = registry();
+        let mut rx = bus.subscribe();
+        reg.upsert(tool("a")).expect("valid");
+        assert_eq!(rx.try_recv().ok(), Some(Change::ToolsListChanged));
+        let bad =
+            Tool::builder("b", "x").input_schema(serde_json::json!({"type": "string"})).handler(|_| async { Ok(CallToolResult::text("")) });
+        assert!(reg.upsert_all([tool("c"), bad]).is_err());
+        assert_eq!(reg.snapshot().len(), 1);
+        assert!(rx.try_recv().is_err());
+        assert!(reg.remove("a"));
+        assert!(!reg.remove("a"));
+    }
+}

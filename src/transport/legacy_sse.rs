@@ -1,0 +1,122 @@
+//! The deprecated 2024-11-05 HTTP+SSE transport: `GET /sse` opens a session whose first
+//! event names the POST endpoint; `POST /messages?sessionId=…` answers 202 and every
+//! response travels back on that one SSE connection. Closing it ends the session.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, Response, StatusCode};
+use bytes::Bytes;
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use super::exchange::Frame;
+use super::{headers, sse, streamable};
+use crate::app::AppState;
+use crate::protocol::ProtocolVersion;
+use crate::protocol::jsonrpc::{self, Incoming, RpcError, code};
+use crate::session::{Session, SessionKind, SessionStore};
+
+/// Ends the session when its SSE connection goes away.
+struct SessionGuard {
+    store: Arc<SessionStore>,
+    id: Arc<str>,
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        if self.store.remove(&self.id) {
+            tracing::debug!(session = %self.id, "legacy SSE connection closed; session ended");
+        }
+    }
+}
+
+/// `GET /sse`.
+pub async fn open(State(app): State<AppState>) -> Response<Body> {
+    let (tx, rx) = mpsc::channel::<Bytes>(app.settings.sse.stream_buffer);
+    let session = match app.sessions.create(SessionKind::LegacySse, ProtocolVersion::V2024_11_05, Some(tx)) {
+        Ok(s) => s,
+        Err(_) => return headers::transport_error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable: too many sessions; retry later"),
+    };
+    let endpoint = format!("/messages?sessionId={}", session.id);
+    let options = sse::BodyOptions {
+        preamble: vec![sse::endpoint_event(&endpoint)],
+        on_close: None,
+        guard: Some(Box::new(SessionGuard { store: app.sessions.clone(), id: session.id.clone() })),
+    };
+    sse::response(sse::body(rx, app.settings.keep_alive(), session.closed.clone(), options))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SessionQuery {
+    #[serde(rename = "sessionId")]
+    session_id: Option<String>,
+}
+
+/// `POST /messages?sessionId=…`.
+pub async fn message(State(app): State<AppState>, Query(query): Query<SessionQuery>, headers: HeaderMap, body: Body) -> Response<Body> {
+    let Some(id) = query.session_id else {
+        return headers::transport_error(StatusCode::BAD_REQUEST, "Bad Request: the sessionId query parameter is required");
+    };
+    let Some(session) = app.sessions.get(&id).filter(|s| s.kind == SessionKind::LegacySse) else {
+        return headers::error(
+            StatusCode::NOT_FOUND,
+            None,
+            &RpcError::new(code::SESSION_NOT_FOUND, "Session not found: open a new stream at /sse"),
+        );
+    };
+    if !headers::is_json_body(&headers) {
+        return headers::transport_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type: Content-Type must be application/json",
+        );
+    }
+    let value = match streamable::read_json(body, app.settings.server.max_body_bytes).await {
+        Ok(v) => v,
+        Err(response) => return response,
+    };
+    let message = match Incoming::from_value(value) {
+        Ok(m) => m,
+        Err(bad) => return headers::error(StatusCode::BAD_REQUEST, bad.id.as_ref(), &bad.error),
+    };
+    session.touch();
+    match message {
+        Incoming::Notification(n) => streamable::on_notification(&session, &n),
+        Incoming::Response(r) => {
+            session.complete_outgoing(&r.id, r.outcome);
+        }
+        Incoming::Request(req) if req.method == "initialize" => {
+            let reply = match streamable::negotiate(&req) {
+                Ok((version, client)) => {
+                    if session.set_initialized(version, client) {
+                        jsonrpc::result_message(&req.id, &app.server.initialize_result(version))
+                    } else {
+                        jsonrpc::error_message(Some(&req.id), &RpcError::invalid_request("This session is already initialized"))
+                    }
+                }
+                Err(e) => jsonrpc::error_message(Some(&req.id), &e),
+            };
+            send(&session, reply.to_string()).await;
+        }
+        Incoming::Request(req) => {
+            let mut rx = streamable::start_on_session(&app, &session, req);
+            let session = session.clone();
+            tokio::spawn(async move {
+                while let Some(frame) = rx.recv().await {
+                    let json = match frame {
+                        Frame::Message(json) | Frame::Final { json, .. } => json,
+                    };
+                    send(&session, json).await;
+                }
+            });
+        }
+    }
+    headers::accepted()
+}
+
+async fn send(session: &Session, json: String) {
+    if let Some(out) = session.legacy_out() {
+        let _ = out.send(sse::message_event(None, &json)).await;
+    }
+}

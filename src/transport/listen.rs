@@ -1,0 +1,240 @@
+//! Modern-era `subscriptions/listen` streams and the fan-out of server changes to every
+//! listener: legacy GET streams (per session) and modern listen streams (per filter).
+//! Delivery never waits: a listener whose buffer is full is disconnected (it re-lists on
+//! reconnect), so one slow client cannot delay anyone else.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use serde_json::{Map, Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use super::sse;
+use crate::bus::{Change, EventBus};
+use crate::protocol::jsonrpc::RequestId;
+use crate::session::SessionStore;
+
+/// What one listen stream asked to hear about.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub tools: bool,
+    pub prompts: bool,
+    pub resources: bool,
+    pub resource_uris: HashSet<String>,
+}
+
+impl Filter {
+    /// Parses `params.notifications`, keeping only what the server can deliver.
+    pub fn parse(notifications: &Map<String, Value>, has_prompts: bool, has_resources: bool) -> Self {
+        let flag = |k: &str| notifications.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let uris = notifications
+            .get("resourceSubscriptions")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        Self {
+            tools: flag("toolsListChanged"),
+            prompts: has_prompts && flag("promptsListChanged"),
+            resources: has_resources && flag("resourcesListChanged"),
+            resource_uris: if has_resources { uris } else { HashSet::new() },
+        }
+    }
+
+    /// The honoured subset, as the acknowledgement reports it.
+    pub fn to_json(&self) -> Value {
+        let mut v = Map::new();
+        if self.tools {
+            v.insert("toolsListChanged".into(), json!(true));
+        }
+        if self.prompts {
+            v.insert("promptsListChanged".into(), json!(true));
+        }
+        if self.resources {
+            v.insert("resourcesListChanged".into(), json!(true));
+        }
+        if !self.resource_uris.is_empty() {
+            let mut uris: Vec<&String> = self.resource_uris.iter().collect();
+            uris.sort();
+            v.insert("resourceSubscriptions".into(), json!(uris));
+        }
+        Value::Object(v)
+    }
+
+    fn wants(&self, change: &Change) -> bool {
+        match change {
+            Change::ToolsListChanged => self.tools,
+            Change::PromptsListChanged => self.prompts,
+            Change::ResourcesListChanged => self.resources,
+            Change::ResourceUpdated(uri) => self.resource_uris.contains(uri.as_ref()),
+        }
+    }
+}
+
+struct Listener {
+    subscription: RequestId,
+    filter: Filter,
+    tx: mpsc::Sender<Bytes>,
+}
+
+/// Every open modern listen stream of this process.
+#[derive(Default)]
+pub struct Listeners {
+    next: AtomicU64,
+    map: DashMap<u64, Listener>,
+}
+
+impl std::fmt::Debug for Listeners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listeners").field("open", &self.map.len()).finish()
+    }
+}
+
+/// Unregisters a listener when its response body is dropped (client gone or stream ended).
+pub struct ListenerGuard {
+    listeners: Arc<Listeners>,
+    key: u64,
+}
+
+impl Drop for ListenerGuard {
+    fn drop(&mut self) {
+        self.listeners.map.remove(&self.key);
+    }
+}
+
+impl Listeners {
+    pub fn register(self: &Arc<Self>, subscription: RequestId, filter: Filter, tx: mpsc::Sender<Bytes>) -> ListenerGuard {
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        self.map.insert(key, Listener { subscription, filter, tx });
+        ListenerGuard { listeners: self.clone(), key }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    fn deliver(&self, change: &Change) {
+        let mut dead = Vec::new();
+        for entry in &self.map {
+            let listener = entry.value();
+            if !listener.filter.wants(change) {
+                continue;
+            }
+            let frame = sse::message_event(None, &notification(change, Some(&listener.subscription)).to_string());
+            if listener.tx.try_send(frame).is_err() {
+                dead.push(*entry.key());
+            }
+        }
+        for key in dead {
+            // Dropping the sender ends that stream; the client reconnects and re-lists.
+            self.map.remove(&key);
+        }
+    }
+}
+
+/// The notification for a change, tagged with the subscription id on modern streams.
+pub fn notification(change: &Change, subscription: Option<&RequestId>) -> Value {
+    let method = match change {
+        Change::ToolsListChanged => "notifications/tools/list_changed",
+        Change::PromptsListChanged => "notifications/prompts/list_changed",
+        Change::ResourcesListChanged => "notifications/resources/list_changed",
+        Change::ResourceUpdated(_) => "notifications/resources/updated",
+    };
+    let mut params = Map::new();
+    if let Change::ResourceUpdated(uri) = change {
+        params.insert("uri".into(), json!(uri.as_ref()));
+    }
+    if let Some(id) = subscription {
+        params.insert("_meta".into(), json!({ "io.modelcontextprotocol/subscriptionId": id }));
+    }
+    if params.is_empty() {
+        json!({ "jsonrpc": "2.0", "method": method })
+    } else {
+        json!({ "jsonrpc": "2.0", "method": method, "params": params })
+    }
+}
+
+/// Runs until the bus closes: every change goes to every interested stream.
+pub async fn fan_out(bus: Arc<dyn EventBus>, sessions: Arc<SessionStore>, listeners: Arc<Listeners>) {
+    let mut rx = bus.subscribe();
+    loop {
+        let change = match rx.recv().await {
+            Ok(change) => change,
+            // Fell behind: some changes were dropped, so announce every list as changed
+            // (over-notify rather than miss).
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!(missed = n, "change fan-out lagged; notifying every list");
+                for change in [Change::ToolsListChanged, Change::PromptsListChanged, Change::ResourcesListChanged] {
+                    deliver(&change, &sessions, &listeners);
+                }
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        deliver(&change, &sessions, &listeners);
+    }
+}
+
+fn deliver(change: &Change, sessions: &SessionStore, listeners: &Listeners) {
+    let legacy = notification(change, None).to_string();
+    sessions.for_each(|session| {
+        if !session.is_initialized() {
+            return;
+        }
+        if let Change::ResourceUpdated(uri) = change {
+            if !session.is_subscribed(uri) {
+                return;
+            }
+        }
+        session.deliver_unsolicited(&legacy);
+    });
+    listeners.deliver(change);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_keeps_only_what_the_server_offers() {
+        let n = json!({"toolsListChanged": true, "promptsListChanged": true, "resourceSubscriptions": ["a://b"]});
+        let f = Filter::parse(n.as_object().expect("object"), false, true);
+        assert!(f.tools && !f.prompts);
+        assert_eq!(f.to_json(), json!({"toolsListChanged": true, "resourceSubscriptions": ["a://b"]}));
+        assert!(f.wants(&Change::ResourceUpdated("a://b".into())));
+        assert!(!f.wants(&Change::ResourceUpdated("a://c".into())));
+    }
+
+    #[test]
+    fn notifications_are_tagged_for_listeners_only() {
+        let id = RequestId::Number(42);
+        let tagged = notification(&Change::ToolsListChanged, Some(&id));
+        assert_eq!(tagged["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], json!(42));
+        assert_eq!(notification(&Change::ToolsListChanged, None), json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}));
+    }
+
+    #[tokio::test]
+    async fn a_full_listener_is_dropped_without_blocking_others() {
+        let listeners = Arc::new(Listeners::default());
+        let (slow_tx, _slow_rx) = mpsc::channel(1);
+        let (fast_tx, mut fast_rx) = mpsc::channel(8);
+        let filter = Filter { tools: true, ..Filter::default() };
+        let _g1 = listeners.register(RequestId::Number(1), filter.clone(), slow_tx);
+        let _g2 = listeners.register(RequestId::Number(2), filter, fast_tx);
+        for _ in 0..3 {
+            listeners.deliver(&Change::ToolsListChanged);
+        }
+        assert_eq!(listeners.len(), 1, "the slow listener was disconnected");
+        let mut got = 0;
+        while fast_rx.try_recv().is_ok() {
+            got += 1;
+        }
+        assert_eq!(got, 3);
+    }
+}

@@ -1,0 +1,381 @@
+//! The Streamable HTTP endpoint (`/mcp`): one POST handler that picks the era per request,
+//! the legacy session machinery (initialize, session checks, batches, GET streams with
+//! `Last-Event-ID` resumption, DELETE), and 405 for everything else.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use serde_json::Value;
+
+use super::exchange::{self, Answer, Frame, Spec};
+use super::{headers, modern, sse};
+use crate::app::AppState;
+use crate::protocol::jsonrpc::{self, Incoming, Notification, Request, RequestId, RpcError, code};
+use crate::protocol::{Era, ProtocolVersion};
+use crate::session::{ClientInfo, Session, SessionKind, parse_event_id};
+use crate::tool::ClientCaps;
+
+/// POST: content checks, body parsing, then the era decides who answers.
+pub async fn post(State(app): State<AppState>, headers: HeaderMap, body: Body) -> Response<Body> {
+    if !headers::is_json_body(&headers) {
+        return headers::transport_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type: Content-Type must be application/json",
+        );
+    }
+    let accepts = headers::accepts(&headers);
+    if !(accepts.json && accepts.sse) {
+        return headers::transport_error(
+            StatusCode::NOT_ACCEPTABLE,
+            "Not Acceptable: Accept must list both application/json and text/event-stream",
+        );
+    }
+    let value = match read_json(body, app.settings.server.max_body_bytes).await {
+        Ok(value) => value,
+        Err(response) => return response,
+    };
+    if let Value::Array(items) = value {
+        return batch(&app, &headers, items).await;
+    }
+    let message = match Incoming::from_value(value) {
+        Ok(message) => message,
+        Err(bad) => return headers::error(StatusCode::BAD_REQUEST, bad.id.as_ref(), &bad.error),
+    };
+    if is_modern(&headers, &message) {
+        return modern::post(&app, &headers, message).await;
+    }
+    legacy(&app, &headers, message).await
+}
+
+/// Reads the body within the size limit and parses it as JSON; the error is the HTTP answer.
+pub(crate) async fn read_json(body: Body, limit: usize) -> Result<Value, Response<Body>> {
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let too_big = std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+        if too_big {
+            headers::transport_error(StatusCode::PAYLOAD_TOO_LARGE, format!("Payload Too Large: the body exceeds {limit} bytes"))
+        } else {
+            headers::transport_error(StatusCode::BAD_REQUEST, "Bad Request: the body could not be read")
+        }
+    })?;
+    if std::str::from_utf8(&bytes).is_err() {
+        return Err(headers::error(StatusCode::BAD_REQUEST, None, &RpcError::parse("Parse error: the body is not valid UTF-8")));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| headers::error(StatusCode::BAD_REQUEST, None, &RpcError::parse(format!("Parse error: {e}"))))
+}
+
+/// Modern unless the request belongs to a legacy session or carries neither modern `_meta`
+/// nor a modern version header (checklist §11; conformance era routing).
+fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
+    if headers.contains_key(headers::SESSION_ID) {
+        return false;
+    }
+    let params = match message {
+        Incoming::Request(r) => &r.params,
+        Incoming::Notification(n) => &n.params,
+        Incoming::Response(_) => return false,
+    };
+    let modern_meta =
+        params.get("_meta").and_then(Value::as_object).is_some_and(|m| m.keys().any(|k| k.starts_with("io.modelcontextprotocol/")));
+    let header = headers::get(headers, &headers::PROTOCOL_VERSION);
+    let legacy_header = header.is_none_or(|v| v.parse::<ProtocolVersion>().is_ok_and(|v| v.era() == Era::Legacy));
+    modern_meta || !legacy_header
+}
+
+/// The session a legacy request names, with the 400/404 answers of S-05/S-06.
+fn session_for(app: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Response<Body>> {
+    let Some(id) = headers::get(headers, &headers::SESSION_ID) else {
+        return Err(headers::transport_error(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: Mcp-Session-Id header is required; send initialize first",
+        ));
+    };
+    match app.sessions.get(id).filter(|s| s.kind == SessionKind::Streamable) {
+        Some(session) => {
+            session.touch();
+            Ok(session)
+        }
+        None => Err(headers::error(
+            StatusCode::NOT_FOUND,
+            None,
+            &RpcError::new(code::SESSION_NOT_FOUND, "Session not found: it expired or was terminated; initialize a new session"),
+        )),
+    }
+}
+
+/// V-02: a version header, when present, must be one this server speaks for sessions.
+fn check_version_header(headers: &HeaderMap) -> Result<(), Response<Body>> {
+    let Some(v) = headers::get(headers, &headers::PROTOCOL_VERSION) else { return Ok(()) };
+    match v.parse::<ProtocolVersion>() {
+        Ok(version) if version.era() == Era::Legacy => Ok(()),
+        _ => Err(headers::transport_error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "Bad Request: unsupported MCP-Protocol-Version {v:?} for a session; supported: {}",
+                ProtocolVersion::legacy_strings().join(", ")
+            ),
+        )),
+    }
+}
+
+async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming) -> Response<Body> {
+    if let Incoming::Request(req) = &message {
+        if req.method == "initialize" {
+            return initialize(app, headers, req);
+        }
+    }
+    let session = match session_for(app, headers) {
+        Ok(s) => s,
+        Err(response) => return response,
+    };
+    if let Err(response) = check_version_header(headers) {
+        return response;
+    }
+    match message {
+        Incoming::Notification(n) => {
+            on_notification(&session, &n);
+            headers::accepted()
+        }
+        Incoming::Response(r) => {
+            if !session.complete_outgoing(&r.id, r.outcome) {
+                tracing::debug!(id = %r.id, "response to an unknown or finished server request; dropped");
+            }
+            headers::accepted()
+        }
+        Incoming::Request(req) => {
+            let version = session.version();
+            let rx = start_on_session(app, &session, req);
+            exchange::answer(
+                rx,
+                Answer {
+                    keep_alive: app.settings.keep_alive(),
+                    close: session.closed.clone(),
+                    priming: version.has_priming_events(),
+                    session: Some(session),
+                    retry_ms: app.settings.sse.retry_ms,
+                    buffer: app.settings.sse.stream_buffer,
+                    drop_guard: None,
+                    session_header: None,
+                },
+            )
+            .await
+        }
+    }
+}
+
+/// Runs a request within a legacy session; its token is tracked for `notifications/cancelled`.
+pub(crate) fn start_on_session(app: &AppState, session: &Arc<Session>, req: Request) -> tokio::sync::mpsc::Receiver<Frame> {
+    let cancel = session.closed.child_token();
+    session.track(req.id.clone(), cancel.clone());
+    exchange::start(
+        app.server.clone(),
+        req,
+        Spec {
+            version: session.version(),
+            caps: session.caps(),
+            log_level: Some(session.log_level.clone()),
+            session: Some(session.clone()),
+            cancel,
+            buffer: app.settings.sse.stream_buffer,
+            client_timeout: app.sessions.client_request_timeout(),
+            status_of: exchange::legacy_status,
+        },
+    )
+}
+
+/// Client notifications in a session.
+pub(crate) fn on_notification(session: &Session, n: &Notification) {
+    match n.method.as_str() {
+        "notifications/cancelled" => {
+            let id = n.params.get("requestId").and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok());
+            if let Some(id) = id {
+                session.cancel_request(&id);
+            }
+        }
+        "notifications/initialized" | "notifications/roots/list_changed" | "notifications/progress" => {}
+        other => tracing::debug!(method = other, "ignoring unknown notification"),
+    }
+}
+
+/// Reads an `initialize` request: the negotiated version and what the client declared.
+pub(crate) fn negotiate(req: &Request) -> Result<(ProtocolVersion, ClientInfo), RpcError> {
+    let requested = req
+        .params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params("initialize needs a string \"protocolVersion\""))?;
+    // L-03: the same version when supported, otherwise our latest (a counter-offer, not an error).
+    let version = requested.parse::<ProtocolVersion>().ok().filter(|v| v.era() == Era::Legacy).unwrap_or(ProtocolVersion::LATEST_LEGACY);
+    let info = req.params.get("clientInfo");
+    let client = ClientInfo {
+        caps: ClientCaps::from_json(req.params.get("capabilities")),
+        name: info.and_then(|i| i.get("name")).and_then(Value::as_str).unwrap_or("unknown").chars().take(128).collect(),
+        version: info.and_then(|i| i.get("version")).and_then(Value::as_str).unwrap_or("").chars().take(64).collect(),
+    };
+    Ok((version, client))
+}
+
+fn initialize(app: &AppState, headers: &HeaderMap, req: &Request) -> Response<Body> {
+    // S-09: initialize on a live session is refused; a stale id is ignored (the client is
+    // re-initializing after a 404, as it must).
+    if let Some(existing) = headers::get(headers, &headers::SESSION_ID).and_then(|id| app.sessions.get(id)) {
+        let message = format!("Session {} is already initialized; send initialize without Mcp-Session-Id to start a new one", existing.id);
+        return headers::error(StatusCode::BAD_REQUEST, Some(&req.id), &RpcError::invalid_request(message));
+    }
+    let (version, client) = match negotiate(req) {
+        Ok(v) => v,
+        Err(e) => return headers::error(StatusCode::BAD_REQUEST, Some(&req.id), &e),
+    };
+    let session = match app.sessions.create(SessionKind::Streamable, version, None) {
+        Ok(s) => s,
+        Err(full) => {
+            tracing::warn!(sessions = app.sessions.len(), "refusing initialize: {full}");
+            let mut res = headers::transport_error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable: too many sessions; retry later");
+            res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            return res;
+        }
+    };
+    tracing::info!(session = %session.id, client = %client.name, %version, "session initialized");
+    session.set_initialized(version, client);
+    let result = app.server.initialize_result(version);
+    let mut res = headers::json(StatusCode::OK, &jsonrpc::result_message(&req.id, &result));
+    if let Ok(v) = HeaderValue::from_str(&session.id) {
+        res.headers_mut().insert(headers::SESSION_ID, v);
+    }
+    res
+}
+
+/// B-01: batches, for 2025-03-26 sessions only. Answered with one JSON array.
+async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>) -> Response<Body> {
+    if items.is_empty() {
+        return headers::error(StatusCode::BAD_REQUEST, None, &RpcError::invalid_request("An empty batch is not a valid JSON-RPC request"));
+    }
+    let mut messages = Vec::with_capacity(items.len());
+    for item in items {
+        match Incoming::from_value(item) {
+            Ok(Incoming::Request(r)) if r.method == "initialize" => {
+                return headers::error(
+                    StatusCode::BAD_REQUEST,
+                    Some(&r.id),
+                    &RpcError::invalid_request("initialize must not be part of a batch"),
+                );
+            }
+            Ok(m) => messages.push(Ok(m)),
+            Err(bad) => messages.push(Err(bad)),
+        }
+    }
+    let session = match session_for(app, headers) {
+        Ok(s) => s,
+        Err(response) => return response,
+    };
+    if let Err(response) = check_version_header(headers) {
+        return response;
+    }
+    if !session.version().allows_batches() {
+        return headers::error(
+            StatusCode::BAD_REQUEST,
+            None,
+            &RpcError::invalid_request(format!(
+                "JSON-RPC batches are not part of protocol {}; send one message per request",
+                session.version()
+            )),
+        );
+    }
+    let mut pending = Vec::new();
+    let mut replies = Vec::new();
+    for message in messages {
+        match message {
+            Ok(Incoming::Notification(n)) => on_notification(&session, &n),
+            Ok(Incoming::Response(r)) => {
+                session.complete_outgoing(&r.id, r.outcome);
+            }
+            Ok(Incoming::Request(req)) => pending.push(start_on_session(app, &session, req)),
+            Err(bad) => replies.push(jsonrpc::error_message(bad.id.as_ref(), &bad.error)),
+        }
+    }
+    if pending.is_empty() && replies.is_empty() {
+        return headers::accepted();
+    }
+    for mut rx in pending {
+        // A batch is answered as JSON, so related notifications have nowhere to go.
+        while let Some(frame) = rx.recv().await {
+            if let Frame::Final { json, .. } = frame {
+                if let Ok(v) = serde_json::from_str::<Value>(&json) {
+                    replies.push(v);
+                }
+                break;
+            }
+        }
+    }
+    headers::json(StatusCode::OK, &Value::Array(replies))
+}
+
+/// GET: the session's standalone stream, or a resumed stream with `Last-Event-ID`.
+pub async fn get(State(app): State<AppState>, headers: HeaderMap) -> Response<Body> {
+    if !headers.contains_key(headers::SESSION_ID) {
+        // Modern clients use subscriptions/listen; a GET without a session has no stream.
+        return headers::method_not_allowed("POST, DELETE");
+    }
+    if !headers::accepts(&headers).sse {
+        return headers::transport_error(StatusCode::NOT_ACCEPTABLE, "Not Acceptable: a GET stream needs Accept: text/event-stream");
+    }
+    let session = match session_for(&app, &headers) {
+        Ok(s) => s,
+        Err(response) => return response,
+    };
+    if let Err(response) = check_version_header(&headers) {
+        return response;
+    }
+    let version = session.version();
+    let buffer = app.settings.sse.stream_buffer;
+    let mut options = sse::BodyOptions::default();
+    let live = match headers::get(&headers, &headers::LAST_EVENT_ID) {
+        Some(raw) => {
+            // only a stream of this very session can be resumed.
+            let resumed = parse_event_id(raw)
+                .and_then(|(key, seq)| session.find_stream(key).map(|s| (s, seq)))
+                .ok_or_else(|| crate::session::ResumeError::Unknown(raw.to_owned()))
+                .and_then(|(stream, seq)| stream.attach(Some((raw.to_owned(), seq))));
+            match resumed {
+                Ok(rx) => rx,
+                Err(e) => return headers::transport_error(StatusCode::BAD_REQUEST, format!("Bad Request: {e}")),
+            }
+        }
+        None => {
+            let stream = session.get_stream(buffer);
+            if version.has_priming_events() {
+                options.preamble.push(sse::priming_event(&stream.position_id(), app.settings.sse.retry_ms));
+            }
+            match stream.attach(None) {
+                Ok(rx) => rx,
+                Err(e) => return headers::transport_error(StatusCode::BAD_REQUEST, format!("Bad Request: {e}")),
+            }
+        }
+    };
+    if version.has_priming_events() {
+        options.on_close = Some(sse::retry_hint(app.settings.sse.retry_ms));
+    }
+    sse::response(sse::body(live, app.settings.keep_alive(), session.closed.clone(), options))
+}
+
+/// DELETE: ends the session (S-08); its id then gets 404.
+pub async fn delete(State(app): State<AppState>, headers: HeaderMap) -> Response<Body> {
+    if !headers.contains_key(headers::SESSION_ID) {
+        return headers::method_not_allowed("POST");
+    }
+    let session = match session_for(&app, &headers) {
+        Ok(s) => s,
+        Err(response) => return response,
+    };
+    app.sessions.remove(&session.id);
+    tracing::info!(session = %session.id, "session terminated by the client");
+    let mut res = Response::new(Body::empty());
+    *res.status_mut() = StatusCode::OK;
+    res
+}
+
+/// Any other HTTP method: 405 with `Allow` (T-03).
+pub async fn other_method() -> Response<Body> {
+    headers::method_not_allowed("GET, POST, DELETE")
+}
