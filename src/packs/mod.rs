@@ -3,11 +3,13 @@
 pub mod conformance;
 pub mod examples;
 
+use std::sync::Arc;
+
 use crate::config::ToolSettings;
 use crate::server::McpServer;
 
 /// Registers the enabled packs.
-pub fn install(server: &McpServer, settings: &ToolSettings) -> Result<(), String> {
+pub fn install(server: &Arc<McpServer>, settings: &ToolSettings) -> Result<(), String> {
     if settings.packs.examples {
         examples::install(server, settings)?;
     }
