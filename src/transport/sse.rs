@@ -88,7 +88,15 @@ pub fn body(rx: mpsc::Receiver<Bytes>, keep_alive: Duration, close: Cancellation
             biased;
             msg = s.rx.recv() => match msg {
                 Some(frame) => frame,
-                None => return None,
+                // The producer is gone. If that is because the owner closed the stream
+                // (shutdown, session end), still send the closing frame.
+                None => {
+                    s.done = true;
+                    match s.on_close.take().filter(|_| s.close.is_cancelled()) {
+                        Some(frame) => frame,
+                        None => return None,
+                    }
+                }
             },
             () = s.close.cancelled() => {
                 s.done = true;

@@ -1,0 +1,199 @@
+//! Shared test harness: a real toolgate server on a loopback port, raw HTTP helpers with
+//! literal JSON-RPC bodies, and an incremental SSE reader.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+use toolgate::app::{self, AppState, Running};
+use toolgate::config::Settings;
+
+pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+pub const MODERN: &str = "2026-07-28";
+
+/// A running server and an HTTP client for it.
+pub struct TestServer {
+    pub running: Running,
+    pub client: reqwest::Client,
+    pub base: String,
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        Self::with(|_| {}).await
+    }
+
+    /// Starts with adjusted settings (port 0, examples pack on by default).
+    pub async fn with(adjust: impl FnOnce(&mut Settings)) -> Self {
+        let mut settings = Settings::default();
+        settings.server.shutdown_grace_secs = 2;
+        settings.sse.keep_alive_secs = 5;
+        adjust(&mut settings);
+        let state = AppState::new(settings).expect("state");
+        let running = app::start(state, "127.0.0.1:0".parse().expect("addr")).await.expect("server starts");
+        let base = format!("http://127.0.0.1:{}", running.addr.port());
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
+        Self { running, client, base }
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.running.state
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// POST /mcp with the standard headers plus `extra`.
+    pub async fn post(&self, body: &str, extra: &[(&str, &str)]) -> reqwest::Response {
+        let mut req = self.client.post(self.url("/mcp")).header("content-type", "application/json").header("accept", ACCEPT_BOTH).body(body.to_owned());
+        for (k, v) in extra {
+            req = req.header(*k, *v);
+        }
+        req.send().await.expect("request sent")
+    }
+
+    /// Initializes a legacy session; returns its id.
+    pub async fn initialize(&self, version: &str) -> String {
+        self.initialize_with(version, json!({"sampling": {}, "elicitation": {}})).await
+    }
+
+    pub async fn initialize_with(&self, version: &str, caps: Value) -> String {
+        let body = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":version,"capabilities":caps,"clientInfo":{"name":"test","version":"1"}}});
+        let res = self.post(&body.to_string(), &[]).await;
+        assert_eq!(res.status(), 200);
+        let id = res.headers().get("mcp-session-id").expect("session id").to_str().expect("ascii").to_owned();
+        let ok = self.post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#, &[("mcp-session-id", &id)]).await;
+        assert_eq!(ok.status(), 202);
+        id
+    }
+
+    /// A request in a legacy session, answered as JSON.
+    pub async fn call(&self, session: &str, id: i64, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
+        let res = self.post(&body.to_string(), &[("mcp-session-id", session)]).await;
+        assert_eq!(res.status(), 200, "{method}");
+        response_json(res).await
+    }
+
+    /// A modern (2026-07-28) request with correct headers and `_meta`.
+    pub async fn modern(&self, id: i64, method: &str, mut params: Value, caps: Value) -> reqwest::Response {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": caps,
+        });
+        let mut headers = vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];
+        let name = params.get("name").or_else(|| params.get("uri")).and_then(Value::as_str).map(str::to_owned);
+        let name_holder;
+        if let Some(n) = name {
+            name_holder = n;
+            headers.push(("mcp-name", &name_holder));
+        }
+        let body = json!({"jsonrpc":"2.0","id":id,"method":method,"params":params});
+        self.post(&body.to_string(), &headers).await
+    }
+}
+
+/// The final JSON-RPC response of a reply, whether JSON or SSE.
+pub async fn response_json(res: reqwest::Response) -> Value {
+    let sse = res.headers().get("content-type").is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/event-stream"));
+    if !sse {
+        return res.json().await.expect("json body");
+    }
+    let mut reader = SseReader::new(res);
+    while let Some(event) = reader.next_event().await {
+        if let Some(msg) = event.json() {
+            if msg.get("id").is_some() && (msg.get("result").is_some() || msg.get("error").is_some()) {
+                return msg;
+            }
+        }
+    }
+    panic!("the SSE stream ended without a response");
+}
+
+/// One SSE event.
+#[derive(Debug, Default, Clone)]
+pub struct Event {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: String,
+    pub retry: Option<u64>,
+    pub comment: bool,
+}
+
+impl Event {
+    pub fn json(&self) -> Option<Value> {
+        serde_json::from_str(&self.data).ok()
+    }
+}
+
+/// Reads SSE events from a streaming response.
+pub struct SseReader {
+    stream: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
+    buf: String,
+}
+
+impl SseReader {
+    pub fn new(res: reqwest::Response) -> Self {
+        Self { stream: Box::pin(res.bytes_stream()), buf: String::new() }
+    }
+
+    /// The next event (keep-alive comments included), or `None` at the end of the stream.
+    pub async fn next_event(&mut self) -> Option<Event> {
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let mut ev = Event::default();
+                for line in block.lines() {
+                    if let Some(c) = line.strip_prefix(':') {
+                        let _ = c;
+                        ev.comment = true;
+                    } else if let Some(v) = line.strip_prefix("id: ") {
+                        ev.id = Some(v.to_owned());
+                    } else if let Some(v) = line.strip_prefix("event: ") {
+                        ev.event = Some(v.to_owned());
+                    } else if let Some(v) = line.strip_prefix("data: ").or_else(|| line.strip_prefix("data:")) {
+                        ev.data.push_str(v);
+                    } else if let Some(v) = line.strip_prefix("retry: ") {
+                        ev.retry = v.parse().ok();
+                    }
+                }
+                return Some(ev);
+            }
+            match self.stream.next().await {
+                Some(Ok(chunk)) => self.buf.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// The next event that carries a JSON message (skips comments and priming events).
+    pub async fn next_message(&mut self) -> Option<(Event, Value)> {
+        while let Some(ev) = self.next_event().await {
+            if let Some(v) = ev.json() {
+                return Some((ev, v));
+            }
+        }
+        None
+    }
+
+    /// Like `next_message` but gives up after `limit`.
+    pub async fn next_message_within(&mut self, limit: Duration) -> Option<(Event, Value)> {
+        tokio::time::timeout(limit, self.next_message()).await.ok().flatten()
+    }
+}
+
+/// Opens the GET stream of a legacy session.
+pub async fn open_get(server: &TestServer, session: &str, last_event_id: Option<&str>) -> reqwest::Response {
+    let mut headers = HeaderMap::new();
+    headers.insert("accept", HeaderValue::from_static("text/event-stream"));
+    headers.insert(HeaderName::from_static("mcp-session-id"), HeaderValue::from_str(session).expect("ascii"));
+    if let Some(id) = last_event_id {
+        headers.insert(HeaderName::from_static("last-event-id"), HeaderValue::from_str(id).expect("ascii"));
+    }
+    server.client.get(server.url("/mcp")).headers(headers).send().await.expect("GET sent")
+}
