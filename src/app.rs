@@ -61,10 +61,14 @@ pub fn router(state: AppState) -> Router {
         mcp = mcp.route("/sse", get(legacy_sse::open)).route("/messages", post(legacy_sse::message));
     }
     let host_guard = HostGuard::new(&settings.allowed_hosts, &settings.allowed_origins);
-    let mcp = mcp.layer(axum::middleware::from_fn_with_state(host_guard, guard::check)).with_state(state);
+    let mcp = mcp.layer(axum::middleware::from_fn_with_state(host_guard, guard::check)).with_state(state.clone());
 
-    Router::new()
+    let probes = Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(ready))
+        .with_state(state.clone());
+    Router::new()
+        .merge(probes)
         .merge(mcp)
         .layer(CatchPanicLayer::custom(|_| {
             crate::transport::headers::transport_error(
@@ -76,6 +80,16 @@ pub fn router(state: AppState) -> Router {
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
+}
+
+/// Readiness: false from the first moment of shutdown, so the load balancer stops sending
+/// new work while open streams drain.
+async fn ready(axum::extract::State(state): axum::extract::State<AppState>) -> (axum::http::StatusCode, &'static str) {
+    if state.shutdown.is_cancelled() {
+        (axum::http::StatusCode::SERVICE_UNAVAILABLE, "draining")
+    } else {
+        (axum::http::StatusCode::OK, "ready")
+    }
 }
 
 /// Starts the background tasks: change fan-out and session expiry.

@@ -21,6 +21,12 @@ enum Command {
         #[arg(long, short, env = "TOOLGATE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Exit 0 if the server at the configured address answers /healthz (container health checks;
+    /// the runtime image has no shell or curl).
+    Healthcheck {
+        #[arg(long, short, env = "TOOLGATE_CONFIG")]
+        config: Option<PathBuf>,
+    },
     /// Check a settings file and print the effective settings.
     CheckConfig {
         #[arg(long, short, env = "TOOLGATE_CONFIG")]
@@ -48,6 +54,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
             println!("{settings:#?}");
             Ok(())
         }
+        Command::Healthcheck { config } => {
+            let settings = Settings::load(config.as_deref())?;
+            healthcheck(settings.server.bind).await
+        }
         Command::Serve { config } => {
             let settings = Settings::load(config.as_deref())?;
             toolgate::telemetry::init(&settings.log);
@@ -59,6 +69,29 @@ async fn run(command: Command) -> anyhow::Result<()> {
             running.stop().await?;
             Ok(())
         }
+    }
+}
+
+/// A minimal HTTP/1.1 GET of /healthz. Hand-written on purpose: the binary has no HTTP client
+/// dependency, and this is one request to our own loopback listener.
+async fn healthcheck(bind: std::net::SocketAddr) -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut addr = bind;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let probe = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await?;
+        let mut head = vec![0u8; 64];
+        let n = stream.read(&mut head).await?;
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&head[..n]).into_owned())
+    };
+    let head = tokio::time::timeout(std::time::Duration::from_secs(3), probe).await.map_err(|_| anyhow::anyhow!("no answer from {addr} within 3 s"))??;
+    if head.starts_with("HTTP/1.1 200") {
+        Ok(())
+    } else {
+        anyhow::bail!("unhealthy: {}", head.lines().next().unwrap_or("empty answer"))
     }
 }
 

@@ -81,6 +81,32 @@ pub fn transport_error(status: StatusCode, message: impl Into<String>) -> Respon
     error(status, None, &RpcError::new(code::TRANSPORT, message.into()))
 }
 
+/// A refused request, kept small so handlers can pass it around as an `Err` and turn it
+/// into a response at the edge.
+#[derive(Debug, Clone)]
+pub struct Rejection {
+    pub status: StatusCode,
+    pub code: i32,
+    pub message: String,
+}
+
+impl Rejection {
+    pub fn new(status: StatusCode, code: i32, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into() }
+    }
+
+    /// A transport-level refusal (-32000).
+    pub fn transport(status: StatusCode, message: impl Into<String>) -> Self {
+        Self::new(status, code::TRANSPORT, message)
+    }
+}
+
+impl axum::response::IntoResponse for Rejection {
+    fn into_response(self) -> Response<Body> {
+        error(self.status, None, &RpcError::new(self.code, self.message))
+    }
+}
+
 /// 202 Accepted with no body, for notifications and responses (T-14).
 pub fn accepted() -> Response<Body> {
     let mut res = Response::new(Body::empty());

@@ -10,7 +10,9 @@ use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use serde_json::Value;
 
 use super::exchange::{self, Answer, Frame, Spec};
+use super::headers::Rejection;
 use super::{headers, modern, sse};
+use axum::response::IntoResponse as _;
 use crate::app::AppState;
 use crate::protocol::jsonrpc::{self, Incoming, Notification, Request, RequestId, RpcError, code};
 use crate::protocol::{Era, ProtocolVersion};
@@ -34,7 +36,7 @@ pub async fn post(State(app): State<AppState>, headers: HeaderMap, body: Body) -
     }
     let value = match read_json(body, app.settings.server.max_body_bytes).await {
         Ok(value) => value,
-        Err(response) => return response,
+        Err(rejection) => return rejection.into_response(),
     };
     if let Value::Array(items) = value {
         return batch(&app, &headers, items).await;
@@ -84,9 +86,9 @@ fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
 }
 
 /// The session a legacy request names, with the 400/404 answers of S-05/S-06.
-fn session_for(app: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Response<Body>> {
+fn session_for(app: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Rejection> {
     let Some(id) = headers::get(headers, &headers::SESSION_ID) else {
-        return Err(headers::transport_error(
+        return Err(Rejection::transport(
             StatusCode::BAD_REQUEST,
             "Bad Request: Mcp-Session-Id header is required; send initialize first",
         ));
@@ -96,20 +98,20 @@ fn session_for(app: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Resp
             session.touch();
             Ok(session)
         }
-        None => Err(headers::error(
+        None => Err(Rejection::new(
             StatusCode::NOT_FOUND,
-            None,
-            &RpcError::new(code::SESSION_NOT_FOUND, "Session not found: it expired or was terminated; initialize a new session"),
+            code::SESSION_NOT_FOUND,
+            "Session not found: it expired or was terminated; initialize a new session",
         )),
     }
 }
 
 /// V-02: a version header, when present, must be one this server speaks for sessions.
-fn check_version_header(headers: &HeaderMap) -> Result<(), Response<Body>> {
+fn check_version_header(headers: &HeaderMap) -> Result<(), Rejection> {
     let Some(v) = headers::get(headers, &headers::PROTOCOL_VERSION) else { return Ok(()) };
     match v.parse::<ProtocolVersion>() {
         Ok(version) if version.era() == Era::Legacy => Ok(()),
-        _ => Err(headers::transport_error(
+        _ => Err(Rejection::transport(
             StatusCode::BAD_REQUEST,
             format!(
                 "Bad Request: unsupported MCP-Protocol-Version {v:?} for a session; supported: {}",
@@ -127,10 +129,10 @@ async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming) -> Respo
     }
     let session = match session_for(app, headers) {
         Ok(s) => s,
-        Err(response) => return response,
+        Err(rejection) => return rejection.into_response(),
     };
-    if let Err(response) = check_version_header(headers) {
-        return response;
+    if let Err(rejection) = check_version_header(headers) {
+        return rejection.into_response();
     }
     match message {
         Incoming::Notification(n) => {
@@ -267,10 +269,10 @@ async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>) -> Respon
     }
     let session = match session_for(app, headers) {
         Ok(s) => s,
-        Err(response) => return response,
+        Err(rejection) => return rejection.into_response(),
     };
-    if let Err(response) = check_version_header(headers) {
-        return response;
+    if let Err(rejection) = check_version_header(headers) {
+        return rejection.into_response();
     }
     if !session.version().allows_batches() {
         return headers::error(
@@ -322,10 +324,10 @@ pub async fn get(State(app): State<AppState>, headers: HeaderMap) -> Response<Bo
     }
     let session = match session_for(&app, &headers) {
         Ok(s) => s,
-        Err(response) => return response,
+        Err(rejection) => return rejection.into_response(),
     };
-    if let Err(response) = check_version_header(&headers) {
-        return response;
+    if let Err(rejection) = check_version_header(&headers) {
+        return rejection.into_response();
     }
     let version = session.version();
     let buffer = app.settings.sse.stream_buffer;
@@ -366,7 +368,7 @@ pub async fn delete(State(app): State<AppState>, headers: HeaderMap) -> Response
     }
     let session = match session_for(&app, &headers) {
         Ok(s) => s,
-        Err(response) => return response,
+        Err(rejection) => return rejection.into_response(),
     };
     app.sessions.remove(&session.id);
     tracing::info!(session = %session.id, "session terminated by the client");
