@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Runs the official MCP conformance suite (npm @modelcontextprotocol/conformance, server
+# scenarios) against a freshly built toolgate with deploy/config/conformance.toml:
+#
+#   active      conformance 0.1.16, --suite active            (the 30 scenarios of 2025-11-25)
+#   2025-11-25  conformance 0.2.0-alpha.12, --requirements 2025-11-25  (stateful era)
+#   2026-07-28  conformance 0.2.0-alpha.12, --requirements 2026-07-28  (stateless era, MRTR)
+#
+# Prints every failing check with its message, a summary line per run, and exits non-zero if
+# any scored scenario failed (the CLI's own verdict), the harness is missing (2), or the
+# server did not start (3). Not-scored scenarios are reported but do not fail the run.
+#
+# Environment:
+#   HARNESS_DIR         where tests/e2e/setup.sh installed node22/, node/ and conformance-next/
+#                       (default /tmp/mcp-harness)
+#   CONFORMANCE_RUNS    which runs, space-separated (default "active 2025-11-25 2026-07-28")
+#   CONFORMANCE_OUT     results directory (default: a new /tmp/toolgate-conformance.XXXXXX);
+#                       holds server.log and, per run, <run>.log and <run>/<scenario>/checks.json
+#   CONFORMANCE_TIMEOUT seconds per run (default 900)
+#   PORT                loopback port for the server (default: a free one chosen by the OS)
+#   TOOLGATE_BIN        use this binary instead of running `cargo build`
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+HARNESS_DIR="${HARNESS_DIR:-/tmp/mcp-harness}"
+NODE="$HARNESS_DIR/node22/node"
+CLI_SUFFIX="node_modules/@modelcontextprotocol/conformance/dist/index.js"
+STABLE_DIR="$HARNESS_DIR/node"
+NEXT_DIR="$HARNESS_DIR/conformance-next"
+CONFIG="$ROOT/deploy/config/conformance.toml"
+RUNS="${CONFORMANCE_RUNS:-active 2025-11-25 2026-07-28}"
+RUN_TIMEOUT="${CONFORMANCE_TIMEOUT:-900}"
+
+die() { echo "conformance.sh: $*" >&2; exit "${2:-1}"; }
+
+# --- the harness must already be installed: this script never downloads anything ----------
+missing=()
+[ -x "$NODE" ] || missing+=("$NODE (Node 22; the suite needs fs.globSync)")
+[ -f "$STABLE_DIR/$CLI_SUFFIX" ] || missing+=("$STABLE_DIR/$CLI_SUFFIX (conformance 0.1.16)")
+[ -f "$NEXT_DIR/$CLI_SUFFIX" ] || missing+=("$NEXT_DIR/$CLI_SUFFIX (conformance 0.2.0-alpha.12)")
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "conformance.sh: the conformance harness is not installed in HARNESS_DIR=$HARNESS_DIR; missing:" >&2
+  printf '  %s\n' "${missing[@]}" >&2
+  echo "Install it with: HARNESS_DIR=$HARNESS_DIR $ROOT/tests/e2e/setup.sh node22 node conformance-next" >&2
+  exit 2
+fi
+[ -f "$CONFIG" ] || die "missing $CONFIG" 2
+command -v curl >/dev/null || die "curl is needed to wait for the server" 2
+
+OUT="${CONFORMANCE_OUT:-$(mktemp -d /tmp/toolgate-conformance.XXXXXX)}"
+mkdir -p "$OUT" || die "cannot create $OUT" 2
+
+# --- build and start the server ------------------------------------------------------------
+if [ -n "${TOOLGATE_BIN:-}" ]; then
+  BIN="$TOOLGATE_BIN"
+else
+  echo "building toolgate (cargo build)..." >&2
+  (cd "$ROOT" && cargo build --quiet --bin toolgate) || die "cargo build failed"
+  BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolgate"
+fi
+[ -x "$BIN" ] || die "no toolgate binary at $BIN" 2
+
+# Port 0 lets the OS pick a free port; the probe closes it again before the server binds.
+PORT="${PORT:-$("$NODE" -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')}"
+[ -n "$PORT" ] || die "could not find a free port" 3
+
+SERVER_PID=""
+# shellcheck disable=SC2317  # called by the EXIT trap
+stop_server() {
+  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill "$SERVER_PID" 2>/dev/null
+    wait "$SERVER_PID" 2>/dev/null
+  fi
+}
+trap stop_server EXIT
+trap 'exit 130' INT TERM
+
+TOOLGATE__SERVER__BIND="127.0.0.1:$PORT" "$BIN" serve --config "$CONFIG" >"$OUT/server.log" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 1 100); do
+  curl -fsS -o /dev/null "http://127.0.0.1:$PORT/healthz" 2>/dev/null && break
+  kill -0 "$SERVER_PID" 2>/dev/null || { tail -20 "$OUT/server.log" >&2; die "the server exited during start-up (log: $OUT/server.log)" 3; }
+  sleep 0.1
+done
+curl -fsS -o /dev/null "http://127.0.0.1:$PORT/healthz" || die "the server did not answer /healthz on port $PORT within 10 s" 3
+
+# The DNS-rebinding scenario only passes for a localhost URL.
+URL="http://localhost:$PORT/mcp"
+echo "toolgate pid $SERVER_PID at $URL; results in $OUT" >&2
+
+# --- the runs ------------------------------------------------------------------------------
+# Prints the failing checks and one summary line of a run; exits 1 if the run failed.
+summarize() {
+  "$NODE" - "$@" <<'EOF'
+const fs = require('fs'); const path = require('path');
+const [run, dir, logFile, rcStr] = process.argv.slice(2);
+const log = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8') : '';
+// The CLI lists the not-scored scenarios after "Not scored for <revision>:".
+const notScored = new Set();
+const tail = log.split(/^Not scored for /m)[1] ?? '';
+for (const m of tail.matchAll(/^\s+[✓✗] (\S+) \(/gm)) notScored.add(m[1]);
+const scenarios = new Map();
+for (const d of fs.existsSync(dir) ? fs.readdirSync(dir).sort() : []) {
+  const m = /^server-(.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$/.exec(d);
+  const f = path.join(dir, d, 'checks.json');
+  if (!m || !fs.existsSync(f)) continue;
+  let checks;
+  try { checks = JSON.parse(fs.readFileSync(f, 'utf8')); } catch { checks = [{ id: 'checks.json', status: 'FAILURE', errorMessage: 'unreadable' }]; }
+  scenarios.set(m[1], checks);
+}
+const tally = { scenarios: 0, passed: 0, SUCCESS: 0, FAILURE: 0, WARNING: 0, other: 0 };
+const extra = [];
+for (const [name, checks] of scenarios) {
+  const failures = checks.filter((c) => c.status === 'FAILURE');
+  if (notScored.has(name)) {
+    extra.push(`${name} ${failures.length ? 'FAIL' : 'ok'} (${checks.filter((c) => c.status === 'SUCCESS').length}/${checks.length} checks succeed)`);
+    continue;
+  }
+  tally.scenarios += 1;
+  if (!failures.length) tally.passed += 1;
+  for (const c of checks) tally[c.status in tally ? c.status : 'other'] += 1;
+  for (const c of checks.filter((c) => c.status === 'FAILURE' || c.status === 'WARNING')) {
+    console.log(`  ${c.status} ${name} / ${c.id}: ${(c.errorMessage ?? '').slice(0, 400)}`);
+  }
+}
+for (const line of extra) console.log(`  not scored: ${line}`);
+const rc = Number(rcStr);
+if (rc === 124 || rc === 137) console.log(`  the run hit its ${process.env.RUN_TIMEOUT}s time limit`);
+const ok = rc === 0 && tally.scenarios > 0 && tally.passed === tally.scenarios;
+console.log(
+  `${ok ? 'PASS' : 'FAIL'} ${run}: scored scenarios ${tally.passed}/${tally.scenarios} passed; checks ${tally.SUCCESS} passed, ` +
+    `${tally.FAILURE} failed, ${tally.WARNING} warnings, ${tally.other} info/skipped; cli exit ${rc}`,
+);
+process.exit(ok ? 0 : 1);
+EOF
+}
+
+failed=0
+summaries=()
+for run in $RUNS; do
+  case "$run" in
+    active) dir="$STABLE_DIR"; args=(--suite active) ;;
+    2025-11-25|2026-07-28) dir="$NEXT_DIR"; args=(--requirements "$run") ;;
+    *) die "unknown run '$run' (known: active 2025-11-25 2026-07-28)" 2 ;;
+  esac
+  echo "=== $run (conformance $("$NODE" "$dir/$CLI_SUFFIX" --version 2>/dev/null)) ==="
+  # The CLI resolves its own files relative to the package, so run it from its install dir.
+  (cd "$dir" && timeout -k 5 "$RUN_TIMEOUT" "$NODE" "$CLI_SUFFIX" server --url "$URL" "${args[@]}" -o "$OUT/$run") >"$OUT/$run.log" 2>&1
+  rc=$?
+  report="$(RUN_TIMEOUT="$RUN_TIMEOUT" summarize "$run" "$OUT/$run" "$OUT/$run.log" "$rc")" || failed=1
+  echo "$report"
+  summaries+=("$(tail -n 1 <<<"$report")")
+  kill -0 "$SERVER_PID" 2>/dev/null || { echo "the server died during the $run run (log: $OUT/server.log)" >&2; failed=1; break; }
+done
+
+echo
+printf '%s\n' "${summaries[@]}"
+echo "CONFORMANCE: $([ "$failed" = 0 ] && echo PASS || echo FAIL) (results and logs in $OUT)"
+exit "$failed"
