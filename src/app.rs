@@ -63,10 +63,7 @@ pub fn router(state: AppState) -> Router {
     let host_guard = HostGuard::new(&settings.allowed_hosts, &settings.allowed_origins);
     let mcp = mcp.layer(axum::middleware::from_fn_with_state(host_guard, guard::check)).with_state(state.clone());
 
-    let probes = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(ready))
-        .with_state(state.clone());
+    let probes = Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(ready)).with_state(state.clone());
     Router::new()
         .merge(probes)
         .merge(mcp)

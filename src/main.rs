@@ -51,7 +51,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::CheckConfig { config } => {
             let settings = Settings::load(config.as_deref())?;
-            println!("{settings:#?}");
+            // A closed pipe (`check-config | head`) is not an error worth a panic.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stdout(), "{settings:#?}");
             Ok(())
         }
         Command::Healthcheck { config } => {
@@ -87,12 +89,10 @@ async fn healthcheck(bind: std::net::SocketAddr) -> anyhow::Result<()> {
         let n = stream.read(&mut head).await?;
         Ok::<_, std::io::Error>(String::from_utf8_lossy(&head[..n]).into_owned())
     };
-    let head = tokio::time::timeout(std::time::Duration::from_secs(3), probe).await.map_err(|_| anyhow::anyhow!("no answer from {addr} within 3 s"))??;
-    if head.starts_with("HTTP/1.1 200") {
-        Ok(())
-    } else {
-        anyhow::bail!("unhealthy: {}", head.lines().next().unwrap_or("empty answer"))
-    }
+    let head = tokio::time::timeout(std::time::Duration::from_secs(3), probe)
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer from {addr} within 3 s"))??;
+    if head.starts_with("HTTP/1.1 200") { Ok(()) } else { anyhow::bail!("unhealthy: {}", head.lines().next().unwrap_or("empty answer")) }
 }
 
 async fn wait_for_signal() {

@@ -78,7 +78,8 @@ async fn method_and_name_headers_must_match_the_body() {
     let (status, _) = error_of(s.post(&body, &[("mcp-protocol-version", MODERN)]).await).await;
     assert_eq!(status, 400, "Mcp-Method is required");
     let call = raw(2, "tools/call", json!({"name": "echo", "arguments": {"text": "x"}, "_meta": meta(MODERN)}));
-    let (status, v) = error_of(s.post(&call, &[("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", "other")]).await).await;
+    let (status, v) =
+        error_of(s.post(&call, &[("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", "other")]).await).await;
     assert_eq!((status, v["error"]["code"].as_i64()), (400, Some(-32020)));
     let ok = s.post(&call, &[("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", "  echo  ")]).await;
     assert_eq!(ok.status(), 200, "whitespace around header values is trimmed");
@@ -112,13 +113,25 @@ async fn progress_comes_on_sse_and_logs_only_when_asked() {
         Ok::<_, ToolError>(CallToolResult::text("done"))
     });
     s.state().server.tools.upsert(logging).expect("valid tool");
-    let res = s.modern(1, "tools/call", json!({"name": "report_progress_steps", "arguments": {"steps": 2, "delay_ms": 5}, "_meta": {"progressToken": "p"}}), json!({})).await;
+    let res = s
+        .modern(
+            1,
+            "tools/call",
+            json!({"name": "report_progress_steps", "arguments": {"steps": 2, "delay_ms": 5}, "_meta": {"progressToken": "p"}}),
+            json!({}),
+        )
+        .await;
     // `modern` replaces `_meta`; put the progress token back in by hand instead.
     drop(res);
     let mut params = json!({"name": "report_progress_steps", "arguments": {"steps": 2, "delay_ms": 5}});
     params["_meta"] = meta(MODERN);
     params["_meta"]["progressToken"] = json!("p");
-    let res = s.post(&raw(2, "tools/call", params), &[("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", "report_progress_steps")]).await;
+    let res = s
+        .post(
+            &raw(2, "tools/call", params),
+            &[("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", "report_progress_steps")],
+        )
+        .await;
     assert_eq!(res.headers()["content-type"], "text/event-stream");
     let mut r = SseReader::new(res);
     let (ev, first) = r.next_message().await.expect("progress");
@@ -130,7 +143,9 @@ async fn progress_comes_on_sse_and_logs_only_when_asked() {
     let mut params = json!({"name": "log_once"});
     params["_meta"] = meta(MODERN);
     params["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
-    let res = s.post(&raw(4, "tools/call", params), &[("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", "log_once")]).await;
+    let res = s
+        .post(&raw(4, "tools/call", params), &[("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", "log_once")])
+        .await;
     let mut r = SseReader::new(res);
     let (_, log) = r.next_message().await.expect("log message");
     assert_eq!(log["params"], json!({"level": "info", "logger": "test", "data": "hello"}));
@@ -160,7 +175,14 @@ async fn closing_the_response_stream_cancels_the_request() {
 #[tokio::test]
 async fn listen_acknowledges_then_delivers_filtered_tagged_notifications() {
     let s = TestServer::start().await;
-    let res = s.modern(1_732_000_000_000, "subscriptions/listen", json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}}), json!({})).await;
+    let res = s
+        .modern(
+            1_732_000_000_000,
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}}),
+            json!({}),
+        )
+        .await;
     assert_eq!(res.headers()["content-type"], "text/event-stream");
     let mut tools = SseReader::new(res);
     let (_, ack) = tools.next_message().await.expect("ack");
@@ -201,7 +223,12 @@ fn greeter() -> Tool {
     Tool::builder("greet_multi", "Needs a name, then a color, over two rounds.").handler(|ctx| async move {
         let round = ctx.request_state().and_then(|s| s["round"].as_u64()).unwrap_or(0);
         if round == 0 {
-            let name = ctx.elicit("name", json!({"message": "Name?", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}})).await;
+            let name = ctx
+                .elicit(
+                    "name",
+                    json!({"message": "Name?", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}),
+                )
+                .await;
             let name = match name {
                 Ok(v) => v["content"]["name"].as_str().unwrap_or("?").to_owned(),
                 Err(ToolError::InputRequired) => {
@@ -257,4 +284,31 @@ async fn a_missing_client_capability_is_32021() {
     let (status, v) = error_of(s.modern(1, "tools/call", json!({"name": "greet_multi"}), json!({"sampling": {}})).await).await;
     assert_eq!((status, v["error"]["code"].as_i64()), (400, Some(-32021)));
     assert_eq!(v["error"]["data"]["requiredCapabilities"], json!({"elicitation": {}}));
+}
+
+#[tokio::test]
+async fn mcp_param_headers_must_mirror_marked_arguments() {
+    let s = TestServer::start().await;
+    let tool = Tool::builder("regional", "Uses a region.")
+        .input_schema(json!({"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}))
+        .handler(|_| async { Ok(CallToolResult::text("ok")) });
+    s.state().server.tools.upsert(tool).expect("valid");
+    let mut params = json!({"name": "regional", "arguments": {"region": "Hello"}});
+    params["_meta"] = meta(MODERN);
+    let body = raw(1, "tools/call", params);
+    let base = [("mcp-protocol-version", MODERN), ("mcp-method", "tools/call"), ("mcp-name", "regional")];
+    let with = |value: &'static str| {
+        let mut h = base.to_vec();
+        h.push(("mcp-param-region", value));
+        h
+    };
+    let (status, v) = error_of(s.post(&body, &base).await).await;
+    assert_eq!((status, v["error"]["code"].as_i64()), (400, Some(-32020)), "missing header");
+    for bad in ["=?base64?SGVsbG8?=", "=?base64?SGVs!!!bG8=?=", "Goodbye"] {
+        let (status, v) = error_of(s.post(&body, &with(bad)).await).await;
+        assert_eq!((status, v["error"]["code"].as_i64()), (400, Some(-32020)), "{bad}");
+    }
+    for good in ["Hello", "=?base64?SGVsbG8=?="] {
+        assert_eq!(s.post(&body, &with(good)).await.status(), 200, "{good}");
+    }
 }

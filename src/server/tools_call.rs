@@ -94,6 +94,9 @@ impl McpServer {
             Ended::Done(Ok(result)) => result,
             Ended::Done(Err(ToolError::InputRequired)) => return self.input_required(mrtr.as_deref(), &format!("tools/call:{name}")),
             Ended::Done(Err(ToolError::MissingClientCapability(cap))) if ctx.era() == Era::Modern => return Err(missing_capability(cap)),
+            Ended::Done(Err(e @ ToolError::InvalidInputResponse(_))) if ctx.era() == Era::Modern => {
+                return Err(RpcError::invalid_params(e.to_string()));
+            }
             Ended::Done(Err(ToolError::Cancelled)) => CallToolResult::error(format!("The tool {name} was stopped before it finished")),
             Ended::Done(Err(ToolError::Internal(e))) => {
                 tracing::error!(tool = name, error = %e, "tool failed");

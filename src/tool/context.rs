@@ -182,6 +182,11 @@ impl ToolContext {
         }
     }
 
+    /// The caller's `progressToken`, if it asked for progress.
+    pub fn progress_token(&self) -> Option<&Value> {
+        self.parts.progress_token.as_ref()
+    }
+
     /// Whether the caller asked for progress (sent a `progressToken`).
     pub fn wants_progress(&self) -> bool {
         self.parts.progress_token.is_some()

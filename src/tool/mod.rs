@@ -49,6 +49,11 @@ pub enum ToolError {
     /// Modern era: the tool needs input from the client first; the context holds the requests.
     #[error("Input required from the client")]
     InputRequired,
+    /// The client's answer to an input request has the wrong shape (not an ElicitResult,
+    /// CreateMessageResult or ListRootsResult as asked). Modern era: -32602 (the retry is
+    /// malformed, never a complete result); legacy: an `isError` result.
+    #[error("Invalid input response: {0}")]
+    InvalidInputResponse(String),
     /// The tool needs a client capability the client did not declare (`sampling`,
     /// `elicitation`, `roots`). Modern era: -32021; legacy: an `isError` result.
     #[error("This tool needs the client capability {0:?}, which the client did not declare")]

@@ -61,7 +61,7 @@ pub async fn post(app: &AppState, headers: &HeaderMap, message: Incoming) -> Res
         }
         Incoming::Request(req) => req,
     };
-    let checked = match validate(headers, &req) {
+    let checked = match validate(headers, &req).and_then(|c| check_param_headers(app, headers, &req).map(|()| c)) {
         Ok(checked) => checked,
         Err((status, error)) => return headers::error(status, Some(&req.id), &error),
     };
@@ -187,6 +187,48 @@ fn validate(headers: &HeaderMap, req: &Request) -> Result<Checked, Refusal> {
         }
     };
     Ok(Checked { version, caps: ClientCaps::from_json(Some(caps)), log_level })
+}
+
+/// SEP-2243: a tool argument whose schema names an `x-mcp-header` must be mirrored in an
+/// `Mcp-Param-<name>` header with the same value, so intermediaries can route on it without
+/// parsing the body. Missing, undecodable or different: 400 + -32020.
+fn check_param_headers(app: &AppState, headers: &HeaderMap, req: &Request) -> Result<(), Refusal> {
+    if req.method != "tools/call" {
+        return Ok(());
+    }
+    let Some(name) = req.params.get("name").and_then(Value::as_str) else { return Ok(()) };
+    let set = app.server.tools.snapshot();
+    let Some(tool) = set.get(name) else { return Ok(()) };
+    let Some(properties) = tool.tool.descriptor().input_schema.get("properties").and_then(Value::as_object) else { return Ok(()) };
+    let arguments = req.params.get("arguments").and_then(Value::as_object);
+    for (property, schema) in properties {
+        let Some(suffix) = schema.get("x-mcp-header").and_then(Value::as_str) else { continue };
+        let Some(value) = arguments.and_then(|a| a.get(property)) else { continue };
+        let expected = match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let header = format!("mcp-param-{}", suffix.to_ascii_lowercase());
+        let mismatch = |why: String| {
+            (StatusCode::BAD_REQUEST, RpcError::new(code::HEADER_MISMATCH, format!("Header mismatch: Mcp-Param-{suffix} {why}")))
+        };
+        let Some(raw) = headers.get(header.as_str()) else {
+            return Err(mismatch(format!("is required because arguments.{property} is present")));
+        };
+        let raw = raw.to_str().map_err(|_| mismatch("is not visible ASCII".into()))?.trim();
+        let decoded = match raw.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
+            Some(inner) => STANDARD
+                .decode(inner)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+                .ok_or_else(|| mismatch("is not valid padded base64".into()))?,
+            None => raw.to_owned(),
+        };
+        if decoded != expected {
+            return Err(mismatch(format!("does not match arguments.{property}")));
+        }
+    }
+    Ok(())
 }
 
 /// A header value with surrounding whitespace trimmed and `=?base64?…?=` decoded.

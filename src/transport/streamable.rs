@@ -12,12 +12,12 @@ use serde_json::Value;
 use super::exchange::{self, Answer, Frame, Spec};
 use super::headers::Rejection;
 use super::{headers, modern, sse};
-use axum::response::IntoResponse as _;
 use crate::app::AppState;
 use crate::protocol::jsonrpc::{self, Incoming, Notification, Request, RequestId, RpcError, code};
 use crate::protocol::{Era, ProtocolVersion};
 use crate::session::{ClientInfo, Session, SessionKind, parse_event_id};
 use crate::tool::ClientCaps;
+use axum::response::IntoResponse as _;
 
 /// POST: content checks, body parsing, then the era decides who answers.
 pub async fn post(State(app): State<AppState>, headers: HeaderMap, body: Body) -> Response<Body> {
@@ -88,10 +88,7 @@ fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
 /// The session a legacy request names, with the 400/404 answers of S-05/S-06.
 fn session_for(app: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Rejection> {
     let Some(id) = headers::get(headers, &headers::SESSION_ID) else {
-        return Err(Rejection::transport(
-            StatusCode::BAD_REQUEST,
-            "Bad Request: Mcp-Session-Id header is required; send initialize first",
-        ));
+        return Err(Rejection::transport(StatusCode::BAD_REQUEST, "Bad Request: Mcp-Session-Id header is required; send initialize first"));
     };
     match app.sessions.get(id).filter(|s| s.kind == SessionKind::Streamable) {
         Some(session) => {

@@ -96,11 +96,11 @@ fn with_progress() -> Tool {
                 }
                 ctx.progress(f64::from(step), Some(100.0), Some(&format!("Completed step {step} of 100"))).await;
             }
-            // The reference echoes the progress token; ToolContext does not expose it.
-            Ok(CallToolResult::text(if ctx.wants_progress() {
-                "Progress reported: 100 of 100"
-            } else {
-                "Completed without progress token"
+            // Like the reference server, echo the token the progress was reported against.
+            Ok(CallToolResult::text(match ctx.progress_token() {
+                Some(serde_json::Value::String(token)) => token.clone(),
+                Some(token) => token.to_string(),
+                None => "Completed without progress token".to_owned(),
             }))
         })
 }

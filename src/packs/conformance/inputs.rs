@@ -28,7 +28,7 @@ impl Elicited {
 /// Reads an `ElicitResult`; `key` names the input in the error message.
 pub(super) fn elicited(key: &str, answer: &Value) -> Result<Elicited, ToolError> {
     let malformed = || {
-        ToolError::InvalidArguments(format!(
+        ToolError::InvalidInputResponse(format!(
             "the answer to {key:?} is not an ElicitResult ({{\"action\": \"accept\", \"content\": {{…}}}})"
         ))
     };
@@ -54,7 +54,7 @@ pub(super) fn sampled_text(key: &str, answer: &Value) -> Result<String, ToolErro
         Some(block) => text_of(block),
         None => None,
     };
-    text.ok_or_else(|| ToolError::InvalidArguments(format!("the answer to {key:?} is not a CreateMessageResult with text content")))
+    text.ok_or_else(|| ToolError::InvalidInputResponse(format!("the answer to {key:?} is not a CreateMessageResult with text content")))
 }
 
 /// The number of roots in a `ListRootsResult`.
@@ -63,7 +63,7 @@ pub(super) fn root_count(key: &str, answer: &Value) -> Result<usize, ToolError> 
         .get("roots")
         .and_then(Value::as_array)
         .map(Vec::len)
-        .ok_or_else(|| ToolError::InvalidArguments(format!("the answer to {key:?} is not a ListRootsResult ({{\"roots\": [...]}})")))
+        .ok_or_else(|| ToolError::InvalidInputResponse(format!("the answer to {key:?} is not a ListRootsResult ({{\"roots\": [...]}})")))
 }
 
 /// `elicitation/create` params for a form with one required field.

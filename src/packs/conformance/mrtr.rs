@@ -52,7 +52,7 @@ fn ask_name() -> Value {
 /// The accepted string `field`; the form marked it required, so its absence is the client's
 /// error.
 fn required<'a>(answer: &'a Elicited, key: &str, field: &str) -> Result<&'a str, ToolError> {
-    answer.text(field).ok_or_else(|| ToolError::InvalidArguments(format!("the answer to {key:?} must accept with a string {field:?}")))
+    answer.text(field).ok_or_else(|| ToolError::InvalidInputResponse(format!("the answer to {key:?} must accept with a string {field:?}")))
 }
 
 /// The `kind` of the verified `requestState`, if the client echoed one.
