@@ -61,7 +61,10 @@ pub fn router(state: AppState) -> Router {
         mcp = mcp.route("/sse", get(legacy_sse::open)).route("/messages", post(legacy_sse::message));
     }
     let host_guard = HostGuard::new(&settings.allowed_hosts, &settings.allowed_origins);
-    let mcp = mcp.layer(axum::middleware::from_fn_with_state(host_guard, guard::check)).with_state(state.clone());
+    // CORS answers preflights and exposes Mcp-Session-Id to browser clients (S-11) for the
+    // same origins the guard admits; the guard runs first, so others get 403.
+    let cors = cors_layer(host_guard.clone());
+    let mcp = mcp.layer(cors).layer(axum::middleware::from_fn_with_state(host_guard, guard::check)).with_state(state.clone());
 
     let probes = Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(ready)).with_state(state.clone());
     Router::new()
@@ -77,6 +80,20 @@ pub fn router(state: AppState) -> Router {
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
+}
+
+fn cors_layer(guard: HostGuard) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderName, Method, header};
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let mcp_headers = ["mcp-session-id", "mcp-protocol-version", "last-event-id", "mcp-method", "mcp-name"].map(HeaderName::from_static);
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::predicate(move |origin, _| origin.to_str().is_ok_and(|o| guard.origin_allowed(o))))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_headers(
+            [header::CONTENT_TYPE, header::AUTHORIZATION, header::ACCEPT].into_iter().chain(mcp_headers.clone()).collect::<Vec<_>>(),
+        )
+        .expose_headers([HeaderName::from_static("mcp-session-id")])
+        .max_age(Duration::from_secs(600))
 }
 
 /// Readiness: false from the first moment of shutdown, so the load balancer stops sending

@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 #[tokio::test]
 async fn initialize_negotiates_and_issues_a_visible_ascii_session() {
     let s = TestServer::start().await;
-    for (asked, expected) in [("2025-11-25", "2025-11-25"), ("2025-06-18", "2025-06-18"), ("2025-03-26", "2025-03-26"), ("2099-01-01", "2025-11-25")] {
+    for (asked, expected) in
+        [("2025-11-25", "2025-11-25"), ("2025-06-18", "2025-06-18"), ("2025-03-26", "2025-03-26"), ("2099-01-01", "2025-11-25")]
+    {
         let body = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":asked,"capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
         let res = s.post(&body.to_string(), &[]).await;
         assert_eq!(res.status(), 200);
@@ -70,7 +72,11 @@ async fn protocol_version_header_rules() {
     let sid = s.initialize("2025-11-25").await;
     let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
     assert_eq!(s.post(list, &[("mcp-session-id", &sid), ("mcp-protocol-version", "1999-01-01")]).await.status(), 400);
-    assert_eq!(s.post(list, &[("mcp-session-id", &sid), ("mcp-protocol-version", "2025-03-26")]).await.status(), 200, "V-05: a supported, different value is accepted");
+    assert_eq!(
+        s.post(list, &[("mcp-session-id", &sid), ("mcp-protocol-version", "2025-03-26")]).await.status(),
+        200,
+        "V-05: a supported, different value is accepted"
+    );
     assert_eq!(s.post(list, &[("mcp-session-id", &sid)]).await.status(), 200, "absent header is fine");
 }
 
@@ -78,11 +84,35 @@ async fn protocol_version_header_rules() {
 async fn content_negotiation_and_methods() {
     let s = TestServer::start().await;
     let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-    let only_json = s.client.post(s.url("/mcp")).header("content-type", "application/json").header("accept", "application/json").body(init).send().await.expect("sent");
+    let only_json = s
+        .client
+        .post(s.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .body(init)
+        .send()
+        .await
+        .expect("sent");
     assert_eq!(only_json.status(), 406);
-    let q_zero = s.client.post(s.url("/mcp")).header("content-type", "application/json").header("accept", "application/json, text/event-stream;q=0").body(init).send().await.expect("sent");
+    let q_zero = s
+        .client
+        .post(s.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream;q=0")
+        .body(init)
+        .send()
+        .await
+        .expect("sent");
     assert_eq!(q_zero.status(), 406, "q=0 refuses a type");
-    let text = s.client.post(s.url("/mcp")).header("content-type", "text/plain").header("accept", ACCEPT_BOTH).body(init).send().await.expect("sent");
+    let text = s
+        .client
+        .post(s.url("/mcp"))
+        .header("content-type", "text/plain")
+        .header("accept", ACCEPT_BOTH)
+        .body(init)
+        .send()
+        .await
+        .expect("sent");
     assert_eq!(text.status(), 415);
     let put = s.client.put(s.url("/mcp")).send().await.expect("sent");
     assert_eq!(put.status(), 405);
@@ -104,7 +134,15 @@ async fn malformed_bodies_get_400_with_clear_codes() {
         (br#"42"#.to_vec(), -32600),
     ];
     for (body, code) in cases {
-        let res = s.client.post(s.url("/mcp")).header("content-type", "application/json").header("accept", ACCEPT_BOTH).body(body.clone()).send().await.expect("sent");
+        let res = s
+            .client
+            .post(s.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT_BOTH)
+            .body(body.clone())
+            .send()
+            .await
+            .expect("sent");
         assert_eq!(res.status(), 400, "{}", String::from_utf8_lossy(&body[..body.len().min(40)]));
         let v: Value = res.json().await.expect("json error body");
         assert_eq!(v["error"]["code"], code);
@@ -124,7 +162,11 @@ async fn huge_bodies_get_413() {
 async fn notifications_and_unknown_responses_get_202_with_no_body() {
     let s = TestServer::start().await;
     let sid = s.initialize("2025-11-25").await;
-    for body in [r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#, r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"nope"}}"#, r#"{"jsonrpc":"2.0","id":"srv-999","result":{}}"#] {
+    for body in [
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"nope"}}"#,
+        r#"{"jsonrpc":"2.0","id":"srv-999","result":{}}"#,
+    ] {
         let res = s.post(body, &[("mcp-session-id", &sid)]).await;
         assert_eq!(res.status(), 202, "{body}");
         assert!(res.bytes().await.expect("body").is_empty());
@@ -249,4 +291,36 @@ async fn json_answers_use_the_request_id() {
     let res = s.post(r#"{"jsonrpc":"2.0","id":"abc","method":"ping"}"#, &[("mcp-session-id", &sid)]).await;
     assert_eq!(res.headers()["content-type"], "application/json");
     assert_eq!(response_json(res).await["id"], "abc");
+}
+
+#[tokio::test]
+async fn browser_clients_get_cors_for_allowed_origins_only() {
+    let s = TestServer::start().await;
+    let port = s.running.addr.port();
+    let origin = format!("http://localhost:{port}");
+    let preflight = s
+        .client
+        .request(reqwest::Method::OPTIONS, s.url("/mcp"))
+        .header("origin", &origin)
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type, mcp-session-id")
+        .send()
+        .await
+        .expect("preflight");
+    assert!(preflight.status().is_success());
+    assert_eq!(preflight.headers()["access-control-allow-origin"], origin.as_str());
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let res = s.post(init, &[("origin", &origin)]).await;
+    assert_eq!(res.status(), 200);
+    let exposed = res.headers()["access-control-expose-headers"].to_str().expect("ascii").to_ascii_lowercase();
+    assert!(exposed.contains("mcp-session-id"), "{exposed}");
+    let evil = s
+        .client
+        .request(reqwest::Method::OPTIONS, s.url("/mcp"))
+        .header("origin", "https://evil.example")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .expect("preflight");
+    assert_eq!(evil.status(), 403);
 }
