@@ -219,28 +219,22 @@ async fn listen_streams_end_with_a_result_on_shutdown() {
     stop.await.expect("join").expect("stopped");
 }
 
+/// Two MRTR rounds: round 1 asks for a name; round 2 (state says round 1) asks the model
+/// for a color; the third request completes.
 fn greeter() -> Tool {
     Tool::builder("greet_multi", "Needs a name, then a color, over two rounds.").handler(|ctx| async move {
-        let round = ctx.request_state().and_then(|s| s["round"].as_u64()).unwrap_or(0);
-        if round == 0 {
-            let name = ctx
+        let Some(name) = ctx.request_state().and_then(|s| s["name"].as_str()).map(str::to_owned) else {
+            let answer = ctx
                 .elicit(
                     "name",
                     json!({"message": "Name?", "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}}),
                 )
-                .await;
-            let name = match name {
-                Ok(v) => v["content"]["name"].as_str().unwrap_or("?").to_owned(),
-                Err(ToolError::InputRequired) => {
-                    return Err(ToolError::InputRequired);
-                }
-                Err(e) => return Err(e),
-            };
-            ctx.set_request_state(json!({"round": 1, "name": name}));
-            let _ = ctx.request_inputs(vec![InputRequest::sample("color", json!({"messages": [], "maxTokens": 5}))]).await?;
-            return Err(ToolError::Failed("unreachable: the sample answer was supplied in the same round".into()));
-        }
-        let name = ctx.request_state().and_then(|s| s["name"].as_str()).unwrap_or("?").to_owned();
+                .await?;
+            let name = answer["content"]["name"].as_str().unwrap_or("?");
+            ctx.set_request_state(json!({"name": name}));
+            ctx.request_inputs(vec![InputRequest::sample("color", json!({"messages": [], "maxTokens": 5}))]).await?;
+            return Err(ToolError::Failed("a color must be asked for in a later round".into()));
+        };
         let color = ctx.sample("color", json!({"messages": [], "maxTokens": 5})).await?;
         Ok(CallToolResult::text(format!("{name} likes {}", color["content"]["text"].as_str().unwrap_or("?"))))
     })
