@@ -59,7 +59,10 @@ async fn older_versions_get_no_priming_event() {
     let get = open_get(&s, &sid, None).await;
     assert_eq!(get.status(), 200);
     let mut g = SseReader::new(get);
-    assert!(tokio::time::timeout(Duration::from_millis(300), g.next_event()).await.is_err(), "nothing sent on an idle 2025-06-18 GET stream");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), g.next_event()).await.is_err(),
+        "nothing sent on an idle 2025-06-18 GET stream"
+    );
 }
 
 #[tokio::test]
@@ -104,19 +107,25 @@ async fn cancellation_stops_the_work_and_suppresses_the_response() {
     let tool = Tool::builder("wait_forever", "Waits until cancelled.").handler(move |ctx| {
         let flag = flag.clone();
         async move {
+            // Set when the work ends by any route: completed, or its future dropped.
+            let _ended = common::SetOnDrop(flag);
             ctx.progress(1.0, None, None).await;
-            let r = ctx.sleep(Duration::from_secs(60)).await;
-            flag.store(r.is_err(), Ordering::SeqCst);
-            r.map(|()| CallToolResult::text("finished"))
+            ctx.sleep(Duration::from_secs(60)).await.map(|()| CallToolResult::text("finished"))
         }
     });
     s.state().server.tools.upsert(tool).expect("valid tool");
     let sid = s.initialize("2025-11-25").await;
-    let call = json!({"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"wait_forever","_meta":{"progressToken":1}}}).to_string();
+    let call =
+        json!({"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"wait_forever","_meta":{"progressToken":1}}}).to_string();
     let res = s.post(&call, &[("mcp-session-id", &sid)]).await;
     let mut r = SseReader::new(res);
     r.next_message().await.expect("progress arrives");
-    let cancel = s.post(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"user"}}"#, &[("mcp-session-id", &sid)]).await;
+    let cancel = s
+        .post(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"user"}}"#,
+            &[("mcp-session-id", &sid)],
+        )
+        .await;
     assert_eq!(cancel.status(), 202);
     let next = tokio::time::timeout(Duration::from_secs(5), r.next_message()).await.expect("stream ends promptly");
     assert!(next.is_none(), "no response for a cancelled request: {next:?}");
@@ -128,7 +137,9 @@ async fn cancellation_stops_the_work_and_suppresses_the_response() {
 async fn elicitation_goes_to_the_client_and_its_answer_comes_back() {
     let s = TestServer::start().await;
     let tool = Tool::builder("ask_name", "Asks the user for a name.").handler(|ctx| async move {
-        let answer = ctx.elicit("name", json!({"message":"Name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}})).await?;
+        let answer = ctx
+            .elicit("name", json!({"message":"Name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}}}}))
+            .await?;
         Ok::<_, ToolError>(CallToolResult::text(format!("Hello, {}", answer["content"]["name"].as_str().unwrap_or("?"))))
     });
     s.state().server.tools.upsert(tool).expect("valid tool");
@@ -200,11 +211,17 @@ async fn legacy_http_sse_transport_works() {
     assert_eq!(ev.event.as_deref(), Some("message"));
     assert_eq!(init["result"]["protocolVersion"], "2024-11-05");
     assert_eq!(post(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await.status(), 202);
-    assert_eq!(post(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"calculate_sum","arguments":{"a":1,"b":2}}})).await.status(), 202);
+    assert_eq!(
+        post(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"calculate_sum","arguments":{"a":1,"b":2}}}))
+            .await
+            .status(),
+        202
+    );
     let (_, sum) = r.next_message().await.expect("result");
     assert_eq!(sum["result"]["content"][0]["text"], "3");
     assert!(sum["result"].get("structuredContent").is_none(), "2024-11-05 predates structuredContent");
-    let bad = s.client.post(s.url("/messages?sessionId=nope")).header("content-type", "application/json").body("{}").send().await.expect("POST");
+    let bad =
+        s.client.post(s.url("/messages?sessionId=nope")).header("content-type", "application/json").body("{}").send().await.expect("POST");
     assert_eq!(bad.status(), 404);
     drop(r);
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::{MODERN, SseReader, TestServer, response_json};
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use toolgate::protocol::CallToolResult;
 use toolgate::tool::{InputRequest, Tool, ToolError};
 
@@ -113,16 +114,7 @@ async fn progress_comes_on_sse_and_logs_only_when_asked() {
         Ok::<_, ToolError>(CallToolResult::text("done"))
     });
     s.state().server.tools.upsert(logging).expect("valid tool");
-    let res = s
-        .modern(
-            1,
-            "tools/call",
-            json!({"name": "report_progress_steps", "arguments": {"steps": 2, "delay_ms": 5}, "_meta": {"progressToken": "p"}}),
-            json!({}),
-        )
-        .await;
-    // `modern` replaces `_meta`; put the progress token back in by hand instead.
-    drop(res);
+    // `TestServer::modern` writes its own `_meta`; this request carries a progress token too.
     let mut params = json!({"name": "report_progress_steps", "arguments": {"steps": 2, "delay_ms": 5}});
     params["_meta"] = meta(MODERN);
     params["_meta"]["progressToken"] = json!("p");
@@ -153,23 +145,40 @@ async fn progress_comes_on_sse_and_logs_only_when_asked() {
 
 #[tokio::test]
 async fn closing_the_response_stream_cancels_the_request() {
-    let s = TestServer::start().await;
+    // The server notices a vanished client when it next writes (at the latest the next
+    // keep-alive), so a short interval keeps this test quick.
+    let s = TestServer::with(|c| c.sse.keep_alive_secs = 1).await;
     let stopped = Arc::new(AtomicBool::new(false));
     let flag = stopped.clone();
     let tool = Tool::builder("wait_forever", "Waits until cancelled.").handler(move |ctx| {
         let flag = flag.clone();
         async move {
-            let r = ctx.sleep(Duration::from_secs(60)).await;
-            flag.store(r.is_err(), Ordering::SeqCst);
-            r.map(|()| CallToolResult::text("finished"))
+            // Set when the work ends by any route: completed, or its future dropped.
+            let _ended = common::SetOnDrop(flag);
+            ctx.sleep(Duration::from_secs(60)).await.map(|()| CallToolResult::text("finished"))
         }
     });
     s.state().server.tools.upsert(tool).expect("valid tool");
-    let res = s.modern(1, "tools/call", json!({"name": "wait_forever"}), json!({})).await;
-    // The server switches to SSE after one keep-alive interval; dropping it cancels.
-    drop(res);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(stopped.load(Ordering::SeqCst), "the work stopped when the client went away");
+    // A raw socket, so the test controls exactly when the connection closes.
+    let body = raw(1, "tools/call", json!({"name": "wait_forever", "_meta": meta(MODERN)}));
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: {MODERN}\r\nMcp-Method: tools/call\r\nMcp-Name: wait_forever\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut socket = tokio::net::TcpStream::connect(s.running.addr).await.expect("connect");
+    socket.write_all(request.as_bytes()).await.expect("send");
+    let mut head = vec![0u8; 512];
+    let n = socket.read(&mut head).await.expect("response head");
+    let head = String::from_utf8_lossy(&head[..n]).to_ascii_lowercase();
+    assert!(head.contains("text/event-stream"), "a long call upgrades to SSE after one keep-alive interval: {head}");
+    drop(socket);
+    for _ in 0..50 {
+        if stopped.load(Ordering::SeqCst) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the work did not stop after the client went away");
 }
 
 #[tokio::test]

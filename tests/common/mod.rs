@@ -49,7 +49,12 @@ impl TestServer {
 
     /// POST /mcp with the standard headers plus `extra`.
     pub async fn post(&self, body: &str, extra: &[(&str, &str)]) -> reqwest::Response {
-        let mut req = self.client.post(self.url("/mcp")).header("content-type", "application/json").header("accept", ACCEPT_BOTH).body(body.to_owned());
+        let mut req = self
+            .client
+            .post(self.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT_BOTH)
+            .body(body.to_owned());
         for (k, v) in extra {
             req = req.header(*k, *v);
         }
@@ -196,4 +201,14 @@ pub async fn open_get(server: &TestServer, session: &str, last_event_id: Option<
         headers.insert(HeaderName::from_static("last-event-id"), HeaderValue::from_str(id).expect("ascii"));
     }
     server.client.get(server.url("/mcp")).headers(headers).send().await.expect("GET sent")
+}
+
+/// Sets its flag when dropped: proves a tool's work ended even when the server stopped it by
+/// dropping its future.
+pub struct SetOnDrop(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }

