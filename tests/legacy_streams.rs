@@ -245,3 +245,48 @@ async fn shutdown_ends_open_streams_with_a_retry_hint() {
     assert!(tokio::time::timeout(Duration::from_secs(5), old.next_event()).await.expect("legacy stream ends").is_none());
     tokio::time::timeout(Duration::from_secs(5), stopped).await.expect("server stops in time").expect("join").expect("clean stop");
 }
+
+#[tokio::test]
+async fn a_tool_can_end_its_connection_and_the_client_polls_for_the_result() {
+    let s = TestServer::start().await;
+    let tool = Tool::builder("poll_me", "Closes its connection, then finishes.").handler(|ctx| async move {
+        let closed = ctx.close_stream().await;
+        ctx.sleep(Duration::from_millis(100)).await?;
+        Ok::<_, ToolError>(CallToolResult::text(if closed { "done later" } else { "kept the connection" }))
+    });
+    s.state().server.tools.upsert(tool).expect("valid");
+    let sid = s.initialize("2025-11-25").await;
+    let res = s.post(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"poll_me"}}"#, &[("mcp-session-id", &sid)]).await;
+    let mut r = SseReader::new(res);
+    let priming = r.next_event().await.expect("priming");
+    assert!(priming.retry.is_some(), "retry before the server closes (T-22)");
+    assert!(r.next_event().await.is_none(), "the server ended the connection");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut resumed = SseReader::new(open_get(&s, &sid, priming.id.as_deref()).await);
+    let (_, msg) = resumed.next_message_within(Duration::from_secs(5)).await.expect("result on resume");
+    assert_eq!(msg["id"], 3);
+    assert_eq!(msg["result"]["content"][0]["text"], "done later");
+
+    // Older sessions cannot resume, so the call keeps its connection.
+    let old = s.initialize("2025-06-18").await;
+    let v = s.call(&old, 4, "tools/call", json!({"name": "poll_me"})).await;
+    assert_eq!(v["result"]["content"][0]["text"], "kept the connection");
+}
+
+#[tokio::test]
+async fn a_panicking_tool_yields_a_generic_error_and_the_server_lives_on() {
+    let s = TestServer::start().await;
+    let tool = Tool::builder("explode", "Panics.").handler(|ctx| async move {
+        if ctx.arguments().is_empty() {
+            panic!("internal detail that must not leak");
+        }
+        Ok::<_, ToolError>(CallToolResult::text("unreachable with no arguments"))
+    });
+    s.state().server.tools.upsert(tool).expect("valid");
+    let sid = s.initialize("2025-11-25").await;
+    let v = s.call(&sid, 1, "tools/call", json!({"name": "explode"})).await;
+    assert_eq!(v["result"]["isError"], true);
+    let text = v["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(!text.contains("internal detail"), "panic details stay in the logs: {text}");
+    assert_eq!(s.call(&sid, 2, "ping", json!({})).await["result"], json!({}));
+}

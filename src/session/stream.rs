@@ -139,6 +139,12 @@ impl EventStream {
         Ok(rx)
     }
 
+    /// Drops the live connection but keeps the stream: later events are buffered for a
+    /// `Last-Event-ID` resume.
+    pub fn detach(&self) {
+        self.inner.lock().live = None;
+    }
+
     /// Ends the stream: the live connection closes after what it already has.
     pub fn finish(&self) {
         let mut inner = self.inner.lock();

@@ -101,6 +101,9 @@ pub trait ClientChannel: Send + Sync {
     fn request(&self, method: &str, params: Value) -> Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send + '_>>;
     /// Whether `request` can reach the client at all.
     fn can_request(&self) -> bool;
+    /// Closes the call's HTTP connection without ending its stream (SEP-1699); the client
+    /// resumes with `Last-Event-ID`. Returns false where streams are not resumable.
+    fn close_connection(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
 }
 
 /// The MRTR state of one modern call: what the client answered, the verified state it
@@ -232,6 +235,14 @@ impl ToolContext {
         }
         let message = json!({ "jsonrpc": "2.0", "method": method, "params": params });
         self.parts.channel.notify(message).await;
+    }
+
+    /// Ends the HTTP connection of this call while the call goes on (SEP-1699 polling): the
+    /// client reconnects with `Last-Event-ID` after the `retry` delay and receives the rest,
+    /// including the result. Only 2025-11-25 sessions have resumable streams; elsewhere this
+    /// does nothing and returns false.
+    pub async fn close_stream(&self) -> bool {
+        self.parts.mrtr.is_none() && self.parts.version.has_priming_events() && self.parts.channel.close_connection().await
     }
 
     /// Asks the user for structured input (`elicitation/create`, form mode).

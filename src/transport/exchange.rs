@@ -30,6 +30,8 @@ pub enum Frame {
     Message(String),
     /// The response; `status` is the HTTP status if it is sent as plain JSON.
     Final { json: String, status: StatusCode },
+    /// End the HTTP connection but keep the stream for resumption (SEP-1699).
+    Detach,
 }
 
 /// The channel a tool uses to reach the client during one request.
@@ -78,6 +80,10 @@ impl ClientChannel for FrameChannel {
 
     fn can_request(&self) -> bool {
         self.session.is_some()
+    }
+
+    fn close_connection(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(async move { self.session.is_some() && self.tx.send(Frame::Detach).await.is_ok() })
     }
 }
 
@@ -155,7 +161,7 @@ pub async fn answer(mut rx: mpsc::Receiver<Frame>, mut how: Answer) -> Response<
             res.headers_mut().insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
             res
         }
-        Ok(Some(Frame::Message(first))) => stream(Some(first), rx, how),
+        Ok(Some(first @ (Frame::Message(_) | Frame::Detach))) => stream(Some(first), rx, how),
         // Cancelled before anything was sent, or still running after a keep-alive interval.
         Ok(None) | Err(_) => stream(None, rx, how),
     };
@@ -165,7 +171,7 @@ pub async fn answer(mut rx: mpsc::Receiver<Frame>, mut how: Answer) -> Response<
     response
 }
 
-fn stream(first: Option<String>, mut rx: mpsc::Receiver<Frame>, how: Answer) -> Response<Body> {
+fn stream(first: Option<Frame>, mut rx: mpsc::Receiver<Frame>, how: Answer) -> Response<Body> {
     let mut options =
         sse::BodyOptions { guard: how.drop_guard.map(|g| Box::new(g) as Box<dyn std::any::Any + Send + Sync>), ..Default::default() };
     let live = match &how.session {
@@ -177,19 +183,27 @@ fn stream(first: Option<String>, mut rx: mpsc::Receiver<Frame>, how: Answer) -> 
                 options.preamble.push(sse::priming_event(&stream.priming_id(), how.retry_ms));
                 options.on_close = Some(sse::retry_hint(how.retry_ms));
             }
+            let apply = move |stream: &crate::session::EventStream, frame: Frame| match frame {
+                Frame::Message(json) => {
+                    stream.push(&json, false);
+                    true
+                }
+                Frame::Final { json, .. } => {
+                    stream.push(&json, true);
+                    false
+                }
+                Frame::Detach => {
+                    stream.detach();
+                    true
+                }
+            };
             if let Some(first) = first {
-                stream.push(&first, false);
+                apply(&stream, first);
             }
             tokio::spawn(async move {
                 while let Some(frame) = rx.recv().await {
-                    match frame {
-                        Frame::Message(json) => {
-                            stream.push(&json, false);
-                        }
-                        Frame::Final { json, .. } => {
-                            stream.push(&json, true);
-                            return;
-                        }
+                    if !apply(&stream, frame) {
+                        return;
                     }
                 }
                 // Cancelled: the stream ends without a response.
@@ -201,15 +215,20 @@ fn stream(first: Option<String>, mut rx: mpsc::Receiver<Frame>, how: Answer) -> 
         None => {
             let (tx, live) = mpsc::channel::<Bytes>(how.buffer.max(1));
             tokio::spawn(async move {
-                if let Some(first) = first {
-                    if tx.send(sse::message_event(None, &first)).await.is_err() {
-                        return;
-                    }
-                }
-                while let Some(frame) = rx.recv().await {
+                let mut next = first;
+                loop {
+                    let frame = match next.take() {
+                        Some(frame) => frame,
+                        None => match rx.recv().await {
+                            Some(frame) => frame,
+                            None => return,
+                        },
+                    };
                     let (json, last) = match frame {
                         Frame::Message(json) => (json, false),
                         Frame::Final { json, .. } => (json, true),
+                        // Modern streams are not resumable; nothing to detach.
+                        Frame::Detach => continue,
                     };
                     if tx.send(sse::message_event(None, &json)).await.is_err() || last {
                         return;

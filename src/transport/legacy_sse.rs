@@ -106,6 +106,8 @@ pub async fn message(State(app): State<AppState>, Query(query): Query<SessionQue
                 while let Some(frame) = rx.recv().await {
                     let json = match frame {
                         Frame::Message(json) | Frame::Final { json, .. } => json,
+                        // The 2024-11-05 transport has one connection and no resumption.
+                        Frame::Detach => continue,
                     };
                     send(&session, json).await;
                 }

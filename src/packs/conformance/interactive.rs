@@ -159,6 +159,9 @@ fn reconnection() -> Tool {
     .input_schema(json!({ "type": "object", "properties": {} }))
     .read_only()
     .handler(|ctx| async move {
+        // Close the connection mid-call; the result then waits in the stream's replay buffer
+        // until the client resumes with Last-Event-ID.
+        ctx.close_stream().await;
         ctx.sleep(Duration::from_millis(100)).await?;
         Ok::<_, ToolError>(CallToolResult::text(
             "Reconnection test completed successfully. If you received this, the client properly reconnected after stream closure.",
