@@ -74,7 +74,7 @@ start_server() {
     for _ in $(seq 150); do
       if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
       if grep -q 'toolgate listening' "$LOGS/server.log" && healthy "$port"; then
-        PORT=$port
+        SERVER_PORT=$port
         return 0
       fi
       sleep 0.1
@@ -124,9 +124,9 @@ if ! start_server; then
   echo "e2e: $passed passed, $failed failed"
   exit 1
 fi
-MCP="http://127.0.0.1:$PORT/mcp"
-SSE="http://127.0.0.1:$PORT/sse"
-log "toolgate $("$BIN" --version | cut -d' ' -f2) on 127.0.0.1:$PORT (conformance pack on, page size 4); logs in $LOGS"
+MCP="http://127.0.0.1:$SERVER_PORT/mcp"
+SSE="http://127.0.0.1:$SERVER_PORT/sse"
+log "toolgate $("$BIN" --version | cut -d' ' -f2) on 127.0.0.1:$SERVER_PORT (conformance pack on, page size 4); logs in $LOGS"
 
 [ -d "$HARNESS_DIR/node" ] || log "HARNESS_DIR=$HARNESS_DIR has no clients: run tests/e2e/setup.sh first"
 for v in 1 2; do
@@ -138,7 +138,7 @@ client "typescript-streamable-http" "$HARNESS_DIR/node22/node" "$E2E/ts_client.m
 client "typescript-sse" "$HARNESS_DIR/node22/node" "$E2E/ts_client.mjs" --transport sse --url "$SSE" --min-pages 2
 
 # the server must have survived all of it
-if kill -0 "$server_pid" 2>/dev/null && healthy "$PORT"; then
+if kill -0 "$server_pid" 2>/dev/null && healthy "$SERVER_PORT"; then
   record "server still healthy" 0
 else
   record "server still healthy" 1
