@@ -41,7 +41,7 @@ pub struct ServerSettings {
     pub shutdown_grace_secs: u64,
     /// Secret that signs MRTR `requestState`. Unset: a random per-process key (state then
     /// does not survive a restart; set the same value on every replica).
-    pub state_secret: Option<String>,
+    pub state_secret: Option<Secret>,
 }
 
 impl Default for ServerSettings {
@@ -58,6 +58,23 @@ impl Default for ServerSettings {
             shutdown_grace_secs: 20,
             state_secret: None,
         }
+    }
+}
+
+/// A secret setting: deserializes from a string, never prints.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
     }
 }
 
@@ -155,7 +172,7 @@ pub enum LogFormat {
 /// A setting that cannot work, with the key that names it.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot load configuration: {0}")]
+    #[error("cannot load configuration")]
     Load(#[from] config::ConfigError),
     #[error("invalid setting {key}: {reason}")]
     Invalid { key: &'static str, reason: String },
@@ -232,6 +249,16 @@ mod tests {
         std::fs::write(&path, "[server]\nbnd = \"x\"\n").expect("write");
         let err = Settings::load(Some(&path)).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("bnd"), "{err}");
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.toml");
+        std::fs::write(&path, "[server]\nstate_secret = \"hunter2\"\n").expect("write");
+        let s = Settings::load(Some(&path)).expect("loads");
+        assert_eq!(s.server.state_secret.as_ref().map(Secret::expose), Some("hunter2"));
+        assert!(!format!("{s:?}").contains("hunter2"));
     }
 
     #[test]

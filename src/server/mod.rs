@@ -69,7 +69,7 @@ impl McpServer {
             resources: ResourceCatalog::new(bus.clone()),
             prompts: PromptCatalog::new(bus.clone()),
             bus,
-            state_signer: StateSigner::new(settings.server.state_secret.as_deref()),
+            state_signer: StateSigner::new(settings.server.state_secret.as_ref().map(crate::config::Secret::expose)),
             settings,
         }
     }

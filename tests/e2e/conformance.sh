@@ -12,7 +12,7 @@
 #
 # Environment:
 #   HARNESS_DIR         where tests/e2e/setup.sh installed node22/, node/ and conformance-next/
-#                       (default /tmp/mcp-harness)
+#                       (default ~/.cache/toolgate-e2e, as tests/e2e/setup.sh)
 #   CONFORMANCE_RUNS    which runs, space-separated (default "active 2025-11-25 2026-07-28")
 #   CONFORMANCE_OUT     results directory (default: a new /tmp/toolgate-conformance.XXXXXX);
 #                       holds server.log and, per run, <run>.log and <run>/<scenario>/checks.json
@@ -22,7 +22,7 @@
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-HARNESS_DIR="${HARNESS_DIR:-/tmp/mcp-harness}"
+HARNESS_DIR="${HARNESS_DIR:-$HOME/.cache/toolgate-e2e}"
 NODE="$HARNESS_DIR/node22/node"
 CLI_SUFFIX="node_modules/@modelcontextprotocol/conformance/dist/index.js"
 STABLE_DIR="$HARNESS_DIR/node"
