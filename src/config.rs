@@ -247,8 +247,8 @@ mod tests {
         assert_eq!(s.server.bind.port(), 9999);
         assert!(s.tools.packs.conformance);
         std::fs::write(&path, "[server]\nbnd = \"x\"\n").expect("write");
-        let err = Settings::load(Some(&path)).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("bnd"), "{err}");
+        let err = Settings::load(Some(&path)).err().map(|e| format!("{:#}", anyhow::Error::from(e))).unwrap_or_default();
+        assert!(err.contains("bnd"), "the cause names the unknown key: {err}");
     }
 
     #[test]
