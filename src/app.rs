@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::serve::ListenerExt as _;
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -160,6 +161,13 @@ pub async fn start(state: AppState, bind: SocketAddr) -> std::io::Result<Running
             // modern listen streams end on the same token with their closing result.
             sessions.close_all();
         };
+        // Small JSON-RPC answers must not wait for Nagle's algorithm (measured: p99 3.6 ms
+        // instead of ~0.1 ms at one connection without this).
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            }
+        });
         let serve = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown);
         tokio::select! {
             r = serve => r,
