@@ -47,10 +47,12 @@ pub fn require_object_root(schema: &Value, what: &str) -> Result<(), String> {
 
 /// Validates `instance`, returning a message that names each failing path.
 pub fn check(validator: &Validator, instance: &Value) -> Result<(), String> {
-    let mut errors = validator.iter_errors(instance).peekable();
-    if errors.peek().is_none() {
+    // The common case is valid input: `is_valid` stops at the first failure and builds no
+    // error values; details are only gathered for the report.
+    if validator.is_valid(instance) {
         return Ok(());
     }
+    let errors = validator.iter_errors(instance);
     let mut message = String::new();
     for (i, error) in errors.enumerate() {
         if i == MAX_REPORTED_ERRORS {
