@@ -210,6 +210,22 @@ pub fn result_message(id: &RequestId, result: &Value) -> Value {
     serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": result })
 }
 
+/// A success response written straight to its wire form, without first building (and deep
+/// copying into) a `Value` envelope: this is the hot path of every request.
+pub fn result_string(id: &RequestId, result: &Value) -> String {
+    #[derive(Serialize)]
+    struct Envelope<'a> {
+        jsonrpc: &'static str,
+        id: &'a RequestId,
+        result: &'a Value,
+    }
+    serde_json::to_string(&Envelope { jsonrpc: "2.0", id, result }).unwrap_or_else(|e| {
+        // Serializing a Value with string keys cannot fail; keep the client informed anyway.
+        tracing::error!(error = %e, "cannot serialize a response");
+        error_message(Some(id), &RpcError::internal()).to_string()
+    })
+}
+
 /// Serializes an error response. `id` is omitted when unknown (J-06), never `null`.
 pub fn error_message(id: Option<&RequestId>, error: &RpcError) -> Value {
     match id {
@@ -284,6 +300,14 @@ mod tests {
         assert_eq!(err.map(|m| m.error.code), Some(code::INVALID_REQUEST));
         let err = classify(json!({"jsonrpc":"2.0","id":1,"method":"x","params":[1]})).err();
         assert_eq!(err.map(|m| m.error.code), Some(code::INVALID_PARAMS));
+    }
+
+    #[test]
+    fn result_string_matches_the_value_form() {
+        let id = RequestId::String("a".into());
+        let result = serde_json::json!({"tools": [], "nextCursor": "x"});
+        let parsed: Value = serde_json::from_str(&result_string(&id, &result)).unwrap_or_default();
+        assert_eq!(parsed, result_message(&id, &result));
     }
 
     #[test]

@@ -122,11 +122,11 @@ pub fn start(server: Arc<McpServer>, request: Request, spec: Spec) -> mpsc::Rece
         if ctx.cancel.is_cancelled() {
             return;
         }
-        let (message, status) = match outcome {
-            Ok(result) => (jsonrpc::result_message(&request.id, &result), StatusCode::OK),
-            Err(error) => (jsonrpc::error_message(Some(&request.id), &error), status_of(error.code)),
+        let (json, status) = match outcome {
+            Ok(result) => (jsonrpc::result_string(&request.id, &result), StatusCode::OK),
+            Err(error) => (jsonrpc::error_message(Some(&request.id), &error).to_string(), status_of(error.code)),
         };
-        let _ = tx.send(Frame::Final { json: message.to_string(), status }).await;
+        let _ = tx.send(Frame::Final { json, status }).await;
     });
     rx
 }
