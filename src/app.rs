@@ -16,6 +16,10 @@ use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, 
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::TraceLayer;
 
+use crate::auth::bearer::{self, Authenticator};
+use crate::auth::jwt::JwtVerifier;
+use crate::auth::metadata;
+use crate::auth::settings::AuthMode;
 use crate::bus::{EventBus, LocalBus};
 use crate::config::Settings;
 use crate::server::McpServer;
@@ -39,6 +43,8 @@ pub struct Shared {
     pub settings: Arc<Settings>,
     /// Cancelled when the server starts shutting down.
     pub shutdown: CancellationToken,
+    /// The bearer gate; `None` when `auth.mode = "off"`.
+    pub auth: Option<Arc<Authenticator>>,
 }
 
 impl std::ops::Deref for AppState {
@@ -56,7 +62,21 @@ impl AppState {
         let bus: Arc<dyn EventBus> = Arc::new(LocalBus::default());
         let server = Arc::new(McpServer::new(settings.clone(), bus));
         crate::packs::install(&server, &settings.tools).map_err(|e| anyhow::anyhow!("cannot install tool packs: {e}"))?;
+        let auth = match settings.auth.mode {
+            AuthMode::Off => None,
+            AuthMode::Jwt => {
+                let http = reqwest::Client::builder()
+                    .timeout(Duration::from_secs(5))
+                    .build()
+                    .map_err(|e| anyhow::anyhow!("cannot build the HTTP client for issuer keys: {e}"))?;
+                let resource = settings.auth.resource.clone().unwrap_or_default();
+                let verifier = JwtVerifier::new(settings.auth.issuers.clone(), resource, http)
+                    .map_err(|e| anyhow::anyhow!("invalid auth.issuers: {e}"))?;
+                Some(Arc::new(Authenticator::new(&settings.auth, Arc::new(verifier))))
+            }
+        };
         Ok(Self(Arc::new(Shared {
+            auth,
             sessions: Arc::new(SessionStore::new(settings.sessions.clone(), settings.sse.replay_events)),
             listeners: Arc::new(Listeners::default()),
             server,
@@ -81,16 +101,24 @@ pub fn router(state: AppState) -> Router {
     // axum clones each box per request (measured: ~5% of the request path in clone_box).
     // Order, outermost first: the guard (Host/Origin, 403), then CORS, which answers
     // preflights and exposes Mcp-Session-Id to browser clients (S-11) for admitted origins.
+    // The bearer gate runs after both, so a preflight or a foreign origin never reaches it.
     let mcp = mcp
         .layer(
             ServiceBuilder::new()
                 .layer(axum::middleware::from_fn_with_state(host_guard.clone(), guard::check))
-                .layer(cors_layer(host_guard)),
+                .layer(cors_layer(host_guard))
+                .layer(axum::middleware::from_fn_with_state(state.clone(), bearer::require)),
         )
         .with_state(state.clone());
 
-    let probes = Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(ready)).with_state(state.clone());
-    Router::new().merge(probes).merge(mcp).layer(
+    let mut public = Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(ready));
+    if state.auth.is_some() {
+        // RFC 9728: at the root and with the MCP path appended; public and cacheable.
+        let suffixed = format!("/.well-known/oauth-protected-resource{}", settings.mcp_path);
+        public = public.route("/.well-known/oauth-protected-resource", get(metadata::serve)).route(&suffixed, get(metadata::serve));
+    }
+    let public = public.with_state(state.clone());
+    Router::new().merge(public).merge(mcp).layer(
         ServiceBuilder::new()
             .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
             .layer(SetRequestIdLayer::x_request_id(RequestIds::new()))
@@ -153,6 +181,9 @@ async fn ready(axum::extract::State(state): axum::extract::State<AppState>) -> (
 
 /// Starts the background tasks: change fan-out and session expiry.
 fn spawn_background(state: &AppState) {
+    if let Some(auth) = &state.auth {
+        auth.verifier().spawn_refresh(Duration::from_secs(state.settings.auth.jwks_refresh_secs.max(30)), state.shutdown.clone());
+    }
     tokio::spawn(listen::fan_out(state.server.bus.clone(), state.sessions.clone(), state.listeners.clone()));
     let sessions = state.sessions.clone();
     let stop = state.shutdown.clone();

@@ -16,6 +16,7 @@ pub struct Settings {
     pub sse: SseSettings,
     pub tools: ToolSettings,
     pub log: LogSettings,
+    pub auth: crate::auth::settings::AuthSettings,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -218,6 +219,7 @@ impl Settings {
         if self.tools.default_timeout_secs == 0 {
             return invalid("tools.default_timeout_secs", "must be at least 1");
         }
+        self.auth.validate().map_err(|reason| ConfigError::Invalid { key: "auth", reason })?;
         Ok(())
     }
 

@@ -6,6 +6,7 @@
 //! against, and [`packs`] ships built-in tools. [`app`] wires it together.
 
 pub mod app;
+pub mod auth;
 pub mod bus;
 pub mod catalog;
 pub mod config;

@@ -27,6 +27,8 @@ use crate::tool::{ClientCaps, ClientChannel, LogLevel, ToolRegistry};
 pub struct RequestCtx {
     pub version: ProtocolVersion,
     pub session: Option<Arc<Session>>,
+    /// Who is calling; `None` when auth is off.
+    pub principal: Option<Arc<crate::auth::principal::Principal>>,
     pub caps: ClientCaps,
     /// Threshold for log notifications; `None` sends none.
     pub log_level: Option<Arc<AtomicU8>>,
@@ -145,7 +147,7 @@ impl McpServer {
         let mut result = match req.method.as_str() {
             "ping" => Ok(json!({})),
             "server/discover" if era == Era::Modern => Ok(self.discover_result()),
-            "tools/list" => self.list_tools(params),
+            "tools/list" => self.list_tools(params, ctx),
             "tools/call" => {
                 let mrtr = match era {
                     Era::Modern => {
@@ -183,8 +185,9 @@ impl McpServer {
             match method {
                 "server/discover" | "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
                     obj.insert("ttlMs".into(), json!(LIST_TTL_MS));
-                    // Lists do not vary by caller yet, so shared caches may keep them.
-                    obj.insert("cacheScope".into(), json!("public"));
+                    // A tool list filtered by the caller's scopes must not be shared.
+                    let per_caller = method == "tools/list" && !self.settings.auth.tool_scopes.is_empty();
+                    obj.insert("cacheScope".into(), json!(if per_caller { "private" } else { "public" }));
                 }
                 "resources/read" => {
                     obj.insert("ttlMs".into(), json!(READ_TTL_MS));
@@ -218,10 +221,18 @@ impl McpServer {
         Ok(json!({}))
     }
 
-    fn list_tools(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    /// Whether the caller may see and call `tool`: it holds every scope configured for it.
+    /// Without auth everyone may.
+    pub(crate) fn may_use(&self, tool: &str, ctx: &RequestCtx) -> bool {
+        let Some(principal) = &ctx.principal else { return true };
+        self.settings.auth.tool_scopes.get(tool).is_none_or(|needed| needed.iter().all(|s| principal.has_scope(s)))
+    }
+
+    fn list_tools(&self, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
         let cursor = cursor_param(params)?;
         let set = self.tools.snapshot();
-        let (page, next) = set.page(cursor, self.page_size()).map_err(RpcError::invalid_params)?;
+        let (page, next) =
+            set.page_filtered(cursor, self.page_size(), |t| self.may_use(t.name(), ctx)).map_err(RpcError::invalid_params)?;
         let tools: Vec<&Value> = page.iter().map(|t| t.listing.as_ref()).collect();
         let mut result = json!({ "tools": tools });
         if let Some(next) = next {

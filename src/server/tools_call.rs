@@ -37,8 +37,10 @@ impl McpServer {
             Some(_) => return Err(RpcError::invalid_params("\"arguments\" must be a JSON object")),
         };
         let set = self.tools.snapshot();
+        // A tool the caller may not use is reported exactly like one that does not exist.
         let tool = set
             .get(name)
+            .filter(|_| self.may_use(name, ctx))
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {name}")).with_data(json!({ "name": name })))?
             .clone();
         drop(set);
@@ -65,6 +67,7 @@ impl McpServer {
             caps: ctx.caps,
             version: ctx.version,
             mrtr: mrtr.clone(),
+            principal: ctx.principal.clone(),
         });
         let run = AssertUnwindSafe((tool.tool.handler)(context)).catch_unwind();
         let ended = tokio::select! {

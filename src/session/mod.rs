@@ -71,6 +71,8 @@ pub struct Session {
     /// The 2024-11-05 transport's single outgoing channel.
     legacy_out: Option<mpsc::Sender<Bytes>>,
     replay_events: usize,
+    /// The principal (issuer + subject) that created the session; only it may use it.
+    owner: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -86,6 +88,7 @@ impl Session {
         version: ProtocolVersion,
         replay_events: usize,
         legacy_out: Option<mpsc::Sender<Bytes>>,
+        owner: Option<Arc<str>>,
     ) -> Self {
         Self {
             id,
@@ -104,7 +107,14 @@ impl Session {
             closed: CancellationToken::new(),
             legacy_out,
             replay_events,
+            owner,
         }
+    }
+
+    /// Whether `principal_key` (`None` when auth is off) may use this session. A session
+    /// created by one principal is invisible to every other (SEC-07).
+    pub fn is_owned_by(&self, principal_key: Option<&str>) -> bool {
+        self.owner.as_deref() == principal_key
     }
 
     pub fn version(&self) -> ProtocolVersion {

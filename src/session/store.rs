@@ -43,6 +43,7 @@ impl SessionStore {
         kind: SessionKind,
         version: ProtocolVersion,
         legacy_out: Option<mpsc::Sender<Bytes>>,
+        owner: Option<Arc<str>>,
     ) -> Result<Arc<Session>, StoreFull> {
         if self.sessions.len() >= self.settings.max_sessions {
             return Err(StoreFull);
@@ -51,7 +52,7 @@ impl SessionStore {
         // ThreadRng is a ChaCha CSPRNG seeded from the OS.
         rand::rng().fill_bytes(&mut raw);
         let id: Arc<str> = raw.iter().map(|b| format!("{b:02x}")).collect::<String>().into();
-        let session = Arc::new(Session::new(id.clone(), kind, version, self.replay_events, legacy_out));
+        let session = Arc::new(Session::new(id.clone(), kind, version, self.replay_events, legacy_out, owner));
         self.sessions.insert(id, session.clone());
         Ok(session)
     }

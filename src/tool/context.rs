@@ -127,6 +127,7 @@ pub(crate) struct ContextParts {
     pub caps: ClientCaps,
     pub version: ProtocolVersion,
     pub mrtr: Option<Arc<Mrtr>>,
+    pub principal: Option<Arc<crate::auth::principal::Principal>>,
 }
 
 /// The handle a tool handler works with.
@@ -158,6 +159,11 @@ impl ToolContext {
     /// The arguments as a typed struct.
     pub fn args<T: DeserializeOwned>(&self) -> Result<T, ToolError> {
         T::deserialize(Value::Object(self.parts.arguments.clone())).map_err(|e| ToolError::InvalidArguments(e.to_string()))
+    }
+
+    /// Who is calling (issuer, subject, client id, scopes); `None` when auth is off.
+    pub fn principal(&self) -> Option<&crate::auth::principal::Principal> {
+        self.parts.principal.as_deref()
     }
 
     pub fn protocol_version(&self) -> ProtocolVersion {

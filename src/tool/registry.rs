@@ -115,6 +115,30 @@ impl ToolSet {
     }
 }
 
+impl ToolSet {
+    /// Like [`ToolSet::page`], over only the tools `keep` admits (per-caller visibility).
+    pub fn page_filtered(
+        &self,
+        cursor: Option<&str>,
+        page_size: usize,
+        keep: impl Fn(&RegisteredTool) -> bool,
+    ) -> Result<(Vec<&Arc<RegisteredTool>>, Option<String>), String> {
+        let start = match cursor {
+            None => 0,
+            Some(c) => {
+                let after =
+                    decode_cursor(c).ok_or_else(|| format!("Invalid cursor {c:?}: pass back a nextCursor value exactly as received"))?;
+                self.tools.partition_point(|t| t.name() <= after.as_str())
+            }
+        };
+        let mut visible = self.tools[start..].iter().filter(|t| keep(t));
+        let page: Vec<&Arc<RegisteredTool>> = visible.by_ref().take(page_size.max(1)).collect();
+        let more = visible.next().is_some();
+        let next = if more { page.last().map(|t| encode_cursor(t.name())) } else { None };
+        Ok((page, next))
+    }
+}
+
 fn encode_cursor(last: &str) -> String {
     URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{last}"))
 }

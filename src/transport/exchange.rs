@@ -91,6 +91,7 @@ impl ClientChannel for FrameChannel {
 pub struct Spec {
     pub version: ProtocolVersion,
     pub session: Option<Arc<Session>>,
+    pub principal: Option<Arc<crate::auth::principal::Principal>>,
     pub caps: ClientCaps,
     pub log_level: Option<Arc<AtomicU8>>,
     pub cancel: CancellationToken,
@@ -108,6 +109,7 @@ pub fn start(server: Arc<McpServer>, request: Request, spec: Spec) -> mpsc::Rece
     let ctx = RequestCtx {
         version: spec.version,
         session: spec.session,
+        principal: spec.principal,
         caps: spec.caps,
         log_level: spec.log_level,
         channel,

@@ -14,9 +14,11 @@ use tokio::sync::mpsc;
 use super::exchange::Frame;
 use super::{headers, sse, streamable};
 use crate::app::AppState;
+use crate::auth::principal::Principal;
 use crate::protocol::ProtocolVersion;
 use crate::protocol::jsonrpc::{self, Incoming, RpcError, code};
 use crate::session::{Session, SessionKind, SessionStore};
+use axum::Extension;
 
 /// Ends the session when its SSE connection goes away.
 struct SessionGuard {
@@ -33,9 +35,10 @@ impl Drop for SessionGuard {
 }
 
 /// `GET /sse`.
-pub async fn open(State(app): State<AppState>) -> Response<Body> {
+pub async fn open(State(app): State<AppState>, principal: Option<Extension<Arc<Principal>>>) -> Response<Body> {
     let (tx, rx) = mpsc::channel::<Bytes>(app.settings.sse.stream_buffer);
-    let session = match app.sessions.create(SessionKind::LegacySse, ProtocolVersion::V2024_11_05, Some(tx)) {
+    let owner = principal.map(|Extension(p)| Arc::<str>::from(p.key()));
+    let session = match app.sessions.create(SessionKind::LegacySse, ProtocolVersion::V2024_11_05, Some(tx), owner) {
         Ok(s) => s,
         Err(_) => return headers::transport_error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable: too many sessions; retry later"),
     };
@@ -55,11 +58,19 @@ pub struct SessionQuery {
 }
 
 /// `POST /messages?sessionId=…`.
-pub async fn message(State(app): State<AppState>, Query(query): Query<SessionQuery>, headers: HeaderMap, body: Body) -> Response<Body> {
+pub async fn message(
+    State(app): State<AppState>,
+    principal: Option<Extension<Arc<Principal>>>,
+    Query(query): Query<SessionQuery>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response<Body> {
+    let principal = principal.map(|Extension(p)| p);
+    let key = principal.as_deref().map(Principal::key);
     let Some(id) = query.session_id else {
         return headers::transport_error(StatusCode::BAD_REQUEST, "Bad Request: the sessionId query parameter is required");
     };
-    let Some(session) = app.sessions.get(&id).filter(|s| s.kind == SessionKind::LegacySse) else {
+    let Some(session) = app.sessions.get(&id).filter(|s| s.kind == SessionKind::LegacySse && s.is_owned_by(key.as_deref())) else {
         return headers::error(
             StatusCode::NOT_FOUND,
             None,
@@ -100,7 +111,7 @@ pub async fn message(State(app): State<AppState>, Query(query): Query<SessionQue
             send(&session, reply.to_string()).await;
         }
         Incoming::Request(req) => {
-            let mut rx = streamable::start_on_session(&app, &session, req);
+            let mut rx = streamable::start_on_session(&app, &session, req, principal);
             let session = session.clone();
             tokio::spawn(async move {
                 while let Some(frame) = rx.recv().await {

@@ -49,7 +49,12 @@ pub fn status_of(code: i32) -> StatusCode {
     }
 }
 
-pub async fn post(app: &AppState, headers: &HeaderMap, message: Incoming) -> Response<Body> {
+pub async fn post(
+    app: &AppState,
+    headers: &HeaderMap,
+    message: Incoming,
+    principal: Option<Arc<crate::auth::principal::Principal>>,
+) -> Response<Body> {
     let req = match message {
         // Modern clients send no session notifications that need work; accept and drop.
         Incoming::Notification(_) => return headers::accepted(),
@@ -75,6 +80,7 @@ pub async fn post(app: &AppState, headers: &HeaderMap, message: Incoming) -> Res
         Spec {
             version: checked.version,
             session: None,
+            principal,
             caps: checked.caps,
             log_level: checked.log_level,
             cancel: cancel.clone(),

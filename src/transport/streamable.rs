@@ -13,14 +13,22 @@ use super::exchange::{self, Answer, Frame, Spec};
 use super::headers::Rejection;
 use super::{headers, modern, sse};
 use crate::app::AppState;
+use crate::auth::principal::Principal;
 use crate::protocol::jsonrpc::{self, Incoming, Notification, Request, RequestId, RpcError, code};
 use crate::protocol::{Era, ProtocolVersion};
 use crate::session::{ClientInfo, Session, SessionKind, parse_event_id};
 use crate::tool::ClientCaps;
+use axum::Extension;
 use axum::response::IntoResponse as _;
 
 /// POST: content checks, body parsing, then the era decides who answers.
-pub async fn post(State(app): State<AppState>, headers: HeaderMap, body: Body) -> Response<Body> {
+pub async fn post(
+    State(app): State<AppState>,
+    principal: Option<Extension<Arc<Principal>>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response<Body> {
+    let principal = principal.map(|Extension(p)| p);
     if !headers::is_json_body(&headers) {
         return headers::transport_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -39,16 +47,16 @@ pub async fn post(State(app): State<AppState>, headers: HeaderMap, body: Body) -
         Err(rejection) => return rejection.into_response(),
     };
     if let Value::Array(items) = value {
-        return batch(&app, &headers, items).await;
+        return batch(&app, &headers, items, principal).await;
     }
     let message = match Incoming::from_value(value) {
         Ok(message) => message,
         Err(bad) => return headers::error(StatusCode::BAD_REQUEST, bad.id.as_ref(), &bad.error),
     };
     if is_modern(&headers, &message) {
-        return modern::post(&app, &headers, message).await;
+        return modern::post(&app, &headers, message, principal).await;
     }
-    legacy(&app, &headers, message).await
+    legacy(&app, &headers, message, principal).await
 }
 
 /// Reads the body within the size limit and parses it as JSON; the error is the HTTP answer.
@@ -86,11 +94,13 @@ fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
 }
 
 /// The session a legacy request names, with the 400/404 answers of S-05/S-06.
-fn session_for(app: &AppState, headers: &HeaderMap) -> Result<Arc<Session>, Rejection> {
+fn session_for(app: &AppState, headers: &HeaderMap, principal: Option<&Principal>) -> Result<Arc<Session>, Rejection> {
     let Some(id) = headers::get(headers, &headers::SESSION_ID) else {
         return Err(Rejection::transport(StatusCode::BAD_REQUEST, "Bad Request: Mcp-Session-Id header is required; send initialize first"));
     };
-    match app.sessions.get(id).filter(|s| s.kind == SessionKind::Streamable) {
+    // Another principal's session is reported exactly like an unknown one (SEC-07, SEC-08).
+    let key = principal.map(Principal::key);
+    match app.sessions.get(id).filter(|s| s.kind == SessionKind::Streamable && s.is_owned_by(key.as_deref())) {
         Some(session) => {
             session.touch();
             Ok(session)
@@ -118,13 +128,13 @@ fn check_version_header(headers: &HeaderMap) -> Result<(), Rejection> {
     }
 }
 
-async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming) -> Response<Body> {
+async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming, principal: Option<Arc<Principal>>) -> Response<Body> {
     if let Incoming::Request(req) = &message {
         if req.method == "initialize" {
-            return initialize(app, headers, req);
+            return initialize(app, headers, req, principal.as_deref());
         }
     }
-    let session = match session_for(app, headers) {
+    let session = match session_for(app, headers, principal.as_deref()) {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };
@@ -144,7 +154,7 @@ async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming) -> Respo
         }
         Incoming::Request(req) => {
             let version = session.version();
-            let rx = start_on_session(app, &session, req);
+            let rx = start_on_session(app, &session, req, principal);
             exchange::answer(
                 rx,
                 Answer {
@@ -164,7 +174,12 @@ async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming) -> Respo
 }
 
 /// Runs a request within a legacy session; its token is tracked for `notifications/cancelled`.
-pub(crate) fn start_on_session(app: &AppState, session: &Arc<Session>, req: Request) -> tokio::sync::mpsc::Receiver<Frame> {
+pub(crate) fn start_on_session(
+    app: &AppState,
+    session: &Arc<Session>,
+    req: Request,
+    principal: Option<Arc<Principal>>,
+) -> tokio::sync::mpsc::Receiver<Frame> {
     let cancel = session.closed.child_token();
     session.track(req.id.clone(), cancel.clone());
     exchange::start(
@@ -175,6 +190,7 @@ pub(crate) fn start_on_session(app: &AppState, session: &Arc<Session>, req: Requ
             caps: session.caps(),
             log_level: Some(session.log_level.clone()),
             session: Some(session.clone()),
+            principal,
             cancel,
             buffer: app.settings.sse.stream_buffer,
             client_timeout: app.sessions.client_request_timeout(),
@@ -215,10 +231,12 @@ pub(crate) fn negotiate(req: &Request) -> Result<(ProtocolVersion, ClientInfo), 
     Ok((version, client))
 }
 
-fn initialize(app: &AppState, headers: &HeaderMap, req: &Request) -> Response<Body> {
+fn initialize(app: &AppState, headers: &HeaderMap, req: &Request, principal: Option<&Principal>) -> Response<Body> {
     // S-09: initialize on a live session is refused; a stale id is ignored (the client is
     // re-initializing after a 404, as it must).
-    if let Some(existing) = headers::get(headers, &headers::SESSION_ID).and_then(|id| app.sessions.get(id)) {
+    let owner = principal.map(|p| Arc::<str>::from(p.key()));
+    let live = headers::get(headers, &headers::SESSION_ID).and_then(|id| app.sessions.get(id)).filter(|s| s.is_owned_by(owner.as_deref()));
+    if let Some(existing) = live {
         let message = format!("Session {} is already initialized; send initialize without Mcp-Session-Id to start a new one", existing.id);
         return headers::error(StatusCode::BAD_REQUEST, Some(&req.id), &RpcError::invalid_request(message));
     }
@@ -226,7 +244,7 @@ fn initialize(app: &AppState, headers: &HeaderMap, req: &Request) -> Response<Bo
         Ok(v) => v,
         Err(e) => return headers::error(StatusCode::BAD_REQUEST, Some(&req.id), &e),
     };
-    let session = match app.sessions.create(SessionKind::Streamable, version, None) {
+    let session = match app.sessions.create(SessionKind::Streamable, version, None, owner) {
         Ok(s) => s,
         Err(full) => {
             tracing::warn!(sessions = app.sessions.len(), "refusing initialize: {full}");
@@ -246,7 +264,7 @@ fn initialize(app: &AppState, headers: &HeaderMap, req: &Request) -> Response<Bo
 }
 
 /// B-01: batches, for 2025-03-26 sessions only. Answered with one JSON array.
-async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>) -> Response<Body> {
+async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>, principal: Option<Arc<Principal>>) -> Response<Body> {
     if items.is_empty() {
         return headers::error(StatusCode::BAD_REQUEST, None, &RpcError::invalid_request("An empty batch is not a valid JSON-RPC request"));
     }
@@ -264,7 +282,7 @@ async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>) -> Respon
             Err(bad) => messages.push(Err(bad)),
         }
     }
-    let session = match session_for(app, headers) {
+    let session = match session_for(app, headers, principal.as_deref()) {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };
@@ -289,7 +307,7 @@ async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>) -> Respon
             Ok(Incoming::Response(r)) => {
                 session.complete_outgoing(&r.id, r.outcome);
             }
-            Ok(Incoming::Request(req)) => pending.push(start_on_session(app, &session, req)),
+            Ok(Incoming::Request(req)) => pending.push(start_on_session(app, &session, req, principal.clone())),
             Err(bad) => replies.push(jsonrpc::error_message(bad.id.as_ref(), &bad.error)),
         }
     }
@@ -311,7 +329,8 @@ async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>) -> Respon
 }
 
 /// GET: the session's standalone stream, or a resumed stream with `Last-Event-ID`.
-pub async fn get(State(app): State<AppState>, headers: HeaderMap) -> Response<Body> {
+pub async fn get(State(app): State<AppState>, principal: Option<Extension<Arc<Principal>>>, headers: HeaderMap) -> Response<Body> {
+    let principal = principal.map(|Extension(p)| p);
     if !headers.contains_key(headers::SESSION_ID) {
         // Modern clients use subscriptions/listen; a GET without a session has no stream.
         return headers::method_not_allowed("POST, DELETE");
@@ -319,7 +338,7 @@ pub async fn get(State(app): State<AppState>, headers: HeaderMap) -> Response<Bo
     if !headers::accepts(&headers).sse {
         return headers::transport_error(StatusCode::NOT_ACCEPTABLE, "Not Acceptable: a GET stream needs Accept: text/event-stream");
     }
-    let session = match session_for(&app, &headers) {
+    let session = match session_for(&app, &headers, principal.as_deref()) {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };
@@ -359,11 +378,12 @@ pub async fn get(State(app): State<AppState>, headers: HeaderMap) -> Response<Bo
 }
 
 /// DELETE: ends the session (S-08); its id then gets 404.
-pub async fn delete(State(app): State<AppState>, headers: HeaderMap) -> Response<Body> {
+pub async fn delete(State(app): State<AppState>, principal: Option<Extension<Arc<Principal>>>, headers: HeaderMap) -> Response<Body> {
+    let principal = principal.map(|Extension(p)| p);
     if !headers.contains_key(headers::SESSION_ID) {
         return headers::method_not_allowed("POST");
     }
-    let session = match session_for(&app, &headers) {
+    let session = match session_for(&app, &headers, principal.as_deref()) {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod idp;
+
 use std::time::Duration;
 
 use futures_util::StreamExt;

@@ -1,0 +1,213 @@
+//! The bearer-token gate in front of every MCP route: reads `Authorization: Bearer …` (never
+//! a query parameter), verifies the token, enforces the scopes every request needs, and puts
+//! the [`Principal`] into the request. Refusals carry RFC 6750 / RFC 9728 challenges:
+//! 401 without `error` when no token was sent, 401 `invalid_token`, 400 `invalid_request` for
+//! a malformed header, 403 `insufficient_scope` naming the scopes needed, 503 when the
+//! issuer's keys cannot be had.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Response, StatusCode, header};
+use axum::middleware::Next;
+
+use super::jwt::JwtVerifier;
+use super::metadata::metadata_url;
+use super::principal::{Principal, TokenError};
+use super::settings::AuthSettings;
+use crate::app::AppState;
+use crate::protocol::jsonrpc::{RpcError, code};
+use crate::transport::headers;
+
+/// Verifies tokens and builds challenges.
+pub struct Authenticator {
+    verifier: Arc<JwtVerifier>,
+    metadata: String,
+    required: Vec<String>,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator").field("metadata", &self.metadata).finish_non_exhaustive()
+    }
+}
+
+/// Why a request was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No credentials at all (the client should start the OAuth flow).
+    Missing,
+    /// The `Authorization` header is not a single well-formed bearer credential.
+    Malformed(&'static str),
+    /// The token is not acceptable here.
+    Invalid(String),
+    /// The token lacks scopes; the list is everything the request needs.
+    InsufficientScope(Vec<String>),
+    /// The issuer's keys cannot be fetched right now.
+    Unavailable,
+}
+
+impl Authenticator {
+    pub fn new(settings: &AuthSettings, verifier: Arc<JwtVerifier>) -> Self {
+        let resource = settings.resource.clone().unwrap_or_default();
+        Self { verifier, metadata: metadata_url(&resource), required: settings.required_scopes.clone() }
+    }
+
+    pub fn verifier(&self) -> &Arc<JwtVerifier> {
+        &self.verifier
+    }
+
+    /// Authenticates one request from its headers.
+    pub async fn authenticate(&self, headers: &axum::http::HeaderMap) -> Result<Principal, Refusal> {
+        let token = bearer_token(headers)?;
+        let principal = self.verifier.verify(token).await.map_err(|e| match e {
+            TokenError::Invalid(why) => Refusal::Invalid(why),
+            TokenError::Unavailable(why) => {
+                tracing::warn!(reason = %why, "cannot verify tokens: issuer keys unavailable");
+                Refusal::Unavailable
+            }
+        })?;
+        let missing = self.required.iter().any(|s| !principal.has_scope(s));
+        if missing {
+            let mut needed: Vec<String> = principal.scopes.iter().cloned().collect();
+            needed.extend(self.required.iter().filter(|s| !principal.has_scope(s)).cloned());
+            return Err(Refusal::InsufficientScope(needed));
+        }
+        Ok(principal)
+    }
+
+    /// The HTTP answer for a refusal.
+    pub fn refuse(&self, refusal: &Refusal) -> Response<Body> {
+        let scope = self.required.join(" ");
+        let (status, challenge, message) = match refusal {
+            Refusal::Missing => (
+                StatusCode::UNAUTHORIZED,
+                format!(r#"Bearer resource_metadata="{}", scope="{scope}""#, self.metadata),
+                "Unauthorized: a bearer token is required".to_owned(),
+            ),
+            Refusal::Malformed(why) => (
+                StatusCode::BAD_REQUEST,
+                format!(r#"Bearer error="invalid_request", error_description="{why}", resource_metadata="{}""#, self.metadata),
+                format!("Bad Request: {why}"),
+            ),
+            Refusal::Invalid(why) => (
+                StatusCode::UNAUTHORIZED,
+                format!(
+                    r#"Bearer error="invalid_token", error_description="{}", resource_metadata="{}", scope="{scope}""#,
+                    quote_safe(why),
+                    self.metadata
+                ),
+                "Unauthorized: the access token is not valid for this server".to_owned(),
+            ),
+            Refusal::InsufficientScope(needed) => (
+                StatusCode::FORBIDDEN,
+                format!(r#"Bearer error="insufficient_scope", scope="{}", resource_metadata="{}""#, needed.join(" "), self.metadata),
+                format!("Forbidden: this request needs the scopes {}", needed.join(" ")),
+            ),
+            Refusal::Unavailable => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                String::new(),
+                "Service Unavailable: tokens cannot be verified right now; retry shortly".to_owned(),
+            ),
+        };
+        let mut res = headers::error(status, None, &RpcError::new(code::TRANSPORT, message));
+        if let Ok(v) = HeaderValue::from_str(&challenge) {
+            if !challenge.is_empty() {
+                res.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+            }
+        }
+        if *refusal == Refusal::Unavailable {
+            res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        res
+    }
+}
+
+/// `error_description` is a quoted-string: keep it to printable ASCII without quotes.
+fn quote_safe(s: &str) -> String {
+    s.chars().filter(|c| c.is_ascii_graphic() && *c != '"' && *c != '\\' || *c == ' ').take(200).collect()
+}
+
+/// The token of a single `Authorization: Bearer <token68>` header.
+fn bearer_token(headers: &axum::http::HeaderMap) -> Result<&str, Refusal> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let Some(value) = values.next() else { return Err(Refusal::Missing) };
+    if values.next().is_some() {
+        return Err(Refusal::Malformed("send exactly one Authorization header"));
+    }
+    let value = value.to_str().map_err(|_| Refusal::Malformed("the Authorization header is not visible ASCII"))?;
+    let (scheme, token) = value.split_once(' ').ok_or(Refusal::Malformed("expected \"Authorization: Bearer <token>\""))?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(Refusal::Malformed("only the Bearer scheme is accepted"));
+    }
+    let token = token.trim();
+    let body = token.trim_end_matches('=');
+    let token68 =
+        !body.is_empty() && body.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/'));
+    if !token68 {
+        return Err(Refusal::Malformed("the bearer token is empty or has characters a token cannot contain"));
+    }
+    Ok(token)
+}
+
+/// The middleware. Without an authenticator (auth off) every request passes.
+pub async fn require(State(app): State<AppState>, mut request: Request, next: Next) -> Response<Body> {
+    let Some(auth) = app.auth.clone() else { return next.run(request).await };
+    // Preflights carry no credentials by design; CORS answers them.
+    if request.method() == axum::http::Method::OPTIONS {
+        return next.run(request).await;
+    }
+    match auth.authenticate(request.headers()).await {
+        Ok(principal) => {
+            request.extensions_mut().insert(Arc::new(principal));
+            next.run(request).await
+        }
+        Err(refusal) => {
+            if !matches!(refusal, Refusal::Missing) {
+                tracing::info!(path = %request.uri().path(), refusal = ?refusal_kind(&refusal), "request refused by the bearer gate");
+            }
+            auth.refuse(&refusal)
+        }
+    }
+}
+
+fn refusal_kind(r: &Refusal) -> &'static str {
+    match r {
+        Refusal::Missing => "missing",
+        Refusal::Malformed(_) => "malformed",
+        Refusal::Invalid(_) => "invalid_token",
+        Refusal::InsufficientScope(_) => "insufficient_scope",
+        Refusal::Unavailable => "unavailable",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderMap;
+
+    fn with(values: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(header::AUTHORIZATION, HeaderValue::from_str(v).expect("valid header"));
+        }
+        h
+    }
+
+    #[test]
+    fn bearer_header_parsing() {
+        assert_eq!(bearer_token(&with(&[])), Err(Refusal::Missing));
+        assert_eq!(bearer_token(&with(&["Bearer abc.def-ghi_~+/=="])), Ok("abc.def-ghi_~+/=="));
+        assert_eq!(bearer_token(&with(&["bearer abc"])), Ok("abc"), "the scheme is case-insensitive");
+        for bad in ["Basic dXNlcjpwYXNz", "Bearer", "Bearer ", "Bearer a b", "Bearer ===", "Token abc"] {
+            assert!(matches!(bearer_token(&with(&[bad])), Err(Refusal::Malformed(_))), "{bad:?}");
+        }
+        assert!(matches!(bearer_token(&with(&["Bearer a", "Bearer b"])), Err(Refusal::Malformed(_))));
+    }
+
+    #[test]
+    fn descriptions_cannot_break_the_challenge() {
+        assert_eq!(quote_safe("bad \"aud\" \\ x"), "bad aud  x");
+    }
+}

@@ -1,0 +1,565 @@
+//! Verification of JWT access tokens (RFC 9068 profile, RFC 8725 best practices) from a fixed
+//! set of trusted issuers, for toolgate's OAuth 2.1 resource server.
+//!
+//! Order of work for a token, cheapest and least trusting first:
+//! 1. size cap (8 KiB) and the verified-token cache (keyed by the token's SHA-256, so tokens
+//!    are never stored), which answers the hot path without signature work;
+//! 2. the header: `alg` must be a known signature algorithm (never `none`), `crit` and JWE
+//!    headers are refused;
+//! 3. the unverified `iss` only *selects* the issuer configuration (keys, algorithms,
+//!    audiences); nothing else is read before the signature is checked;
+//! 4. `alg` must be allowed for that issuer and fit the key (`kty`/`crv`/JWK `alg`); HMAC
+//!    algorithms use only the issuer's configured secret, never a JWKS key, so a token "signed"
+//!    with an RSA public key as HMAC secret (algorithm confusion) cannot verify;
+//! 5. signature, then claims: `exp`, `iss`, `aud`, `sub` required; `iss` exact; `aud` must
+//!    contain the canonical resource URI (RFC 8707) or an extra audience of that issuer;
+//!    `nbf` and `iat` honoured with the issuer's leeway.
+//!
+//! Keys come only from configuration and the issuer's JWKS ([`super::jwks`]): the `jku`,
+//! `x5u`, `jwk` and `x5c` header members are never used, since they would let the token name
+//! its own key. The `typ` header is not enforced: RFC 9068 asks for `at+jwt`, but most IdPs
+//! send `JWT`; what keeps an ID token (audience: the client) out is the audience check.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use super::jwks::{DEFAULT_MIN_REFRESH_INTERVAL, JwksSource, RefreshOutcome, Selection};
+use super::principal::{Principal, TokenError};
+use crate::config::Secret;
+
+/// Tokens longer than this are refused unread: real access tokens are 1–2 KiB, and parsing
+/// attacker-sized input is wasted work.
+pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
+/// Default bound on the verified-token cache.
+pub const DEFAULT_TOKEN_CACHE_CAPACITY: u64 = 10_000;
+/// Largest accepted `leeway_secs`: more than a few minutes of clock skew is a broken clock,
+/// and a large leeway extends every token's life.
+pub const MAX_LEEWAY_SECS: u64 = 300;
+/// HMAC secrets shorter than the HS256 output are refused (RFC 7518 §3.2).
+pub const MIN_HMAC_SECRET_BYTES: usize = 32;
+
+const ASYMMETRIC_DEFAULT: [Algorithm; 9] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+const HMAC_DEFAULT: [Algorithm; 3] = [Algorithm::HS256, Algorithm::HS384, Algorithm::HS512];
+
+fn default_leeway() -> u64 {
+    30
+}
+
+/// One trusted token issuer (`[[auth.issuers]]`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssuerSettings {
+    /// The exact `iss` value of its tokens (and, without `jwks_uri`, the URL its metadata is
+    /// discovered from).
+    pub issuer: String,
+    /// Where its signing keys are. Unset: discovered from
+    /// `/.well-known/oauth-authorization-server`, then `/.well-known/openid-configuration`
+    /// (RFC 8414 path insertion for issuers with a path, then OIDC path appending).
+    /// https, or http to a loopback host only.
+    pub jwks_uri: Option<String>,
+    /// Audiences accepted besides the canonical resource URI, e.g. `api://toolgate`.
+    #[serde(default)]
+    pub audiences: Vec<String>,
+    /// Allowed `alg` values. Default: RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384,
+    /// EdDSA; with `hmac_secret` set and this empty: HS256, HS384, HS512 only.
+    /// HS* may only be listed together with `hmac_secret`; `none` is never allowed.
+    #[serde(default)]
+    pub algorithms: Vec<String>,
+    /// Shared secret for HS256/384/512 tokens (at least 32 bytes). Only with it are HMAC
+    /// algorithms accepted for this issuer.
+    pub hmac_secret: Option<Secret>,
+    /// Allowed clock skew for `exp`, `nbf` and `iat`, in seconds (default 30, at most 300).
+    #[serde(default = "default_leeway")]
+    pub leeway_secs: u64,
+}
+
+/// An issuer's settings, checked and ready for use.
+struct Issuer {
+    issuer: String,
+    /// The canonical resource first, then the extra audiences.
+    audiences: Vec<String>,
+    algorithms: Vec<Algorithm>,
+    hmac: Option<DecodingKey>,
+    leeway: u64,
+    /// `None` when the issuer only uses HMAC.
+    jwks: Option<Arc<JwksSource>>,
+}
+
+/// A verified token, remembered until its `exp`.
+struct Cached {
+    principal: Principal,
+    issuer: Arc<Issuer>,
+    /// The issuer's key epoch at verification (see [`super::jwks::KeySet::epoch`]); `None`
+    /// for tokens verified with the issuer's HMAC secret, which no key refresh affects.
+    epoch: Option<u64>,
+}
+
+/// Verifies bearer JWTs against the configured issuers. Cheap to share (`Arc`); all methods
+/// take `&self`.
+pub struct JwtVerifier {
+    issuers: HashMap<String, Arc<Issuer>>,
+    cache: moka::sync::Cache<[u8; 32], Arc<Cached>>,
+    min_refresh_interval: Duration,
+}
+
+impl std::fmt::Debug for JwtVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut issuers: Vec<&str> = self.issuers.keys().map(String::as_str).collect();
+        issuers.sort_unstable();
+        f.debug_struct("JwtVerifier")
+            .field("issuers", &issuers)
+            .field("cached_tokens", &self.cache.entry_count())
+            .field("min_refresh_interval", &self.min_refresh_interval)
+            .finish()
+    }
+}
+
+impl JwtVerifier {
+    /// Checks the issuer settings and builds the verifier. No network traffic happens here:
+    /// keys are fetched on first use or by [`Self::refresh_all`].
+    ///
+    /// `resource` is the canonical resource URI tokens must be issued for (`aud`).
+    pub fn new(issuers: Vec<IssuerSettings>, resource: String, http: reqwest::Client) -> Result<Self, String> {
+        // Pin the pure-Rust backend explicitly: if another crate in the build enabled
+        // jsonwebtoken's aws_lc_rs feature too, the automatic choice would panic at the first
+        // verification. Failing to install just means a provider is already in place.
+        let _ = jsonwebtoken::crypto::CryptoProvider::install_default(&jsonwebtoken::crypto::rust_crypto::DEFAULT_PROVIDER);
+
+        if resource.trim().is_empty() {
+            return Err("the canonical resource URI is empty".into());
+        }
+        if issuers.is_empty() {
+            return Err("no trusted issuer is configured".into());
+        }
+        let mut by_name = HashMap::with_capacity(issuers.len());
+        for settings in issuers {
+            let issuer = build_issuer(settings, &resource, &http)?;
+            if by_name.contains_key(&issuer.issuer) {
+                return Err(format!("issuer {:?} is configured twice", issuer.issuer));
+            }
+            by_name.insert(issuer.issuer.clone(), Arc::new(issuer));
+        }
+        Ok(Self { issuers: by_name, cache: token_cache(DEFAULT_TOKEN_CACHE_CAPACITY), min_refresh_interval: DEFAULT_MIN_REFRESH_INTERVAL })
+    }
+
+    /// Sets the least time between two fetches of one issuer's keys, whatever triggers them
+    /// (default 30 s). Lower it only in tests.
+    pub fn with_min_refresh_interval(mut self, interval: Duration) -> Self {
+        self.min_refresh_interval = interval;
+        self
+    }
+
+    /// Sets how many verified tokens are remembered (default 10 000; 0 disables the cache).
+    pub fn with_token_cache_capacity(mut self, capacity: u64) -> Self {
+        self.cache = token_cache(capacity);
+        self
+    }
+
+    /// Verifies a bearer token and returns who it speaks for.
+    pub async fn verify(&self, token: &str) -> Result<Principal, TokenError> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(TokenError::invalid("token too large"));
+        }
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Some(hit) = self.cache.get(&digest) {
+            if let Some(principal) = still_valid(&hit) {
+                return Ok(principal);
+            }
+            // Expired, or the issuer withdrew a key since: verify from scratch.
+            self.cache.invalidate(&digest);
+        }
+        let (principal, issuer, epoch) = self.verify_uncached(token).await?;
+        if principal.expires_at > unix_now() {
+            self.cache.insert(digest, Arc::new(Cached { principal: principal.clone(), issuer, epoch }));
+        }
+        Ok(principal)
+    }
+
+    /// Fetches every issuer's keys (each at most once per minimum interval). The caller runs
+    /// it on an interval; failures are logged and the previous keys stay in use.
+    pub async fn refresh_all(&self) {
+        let sources = self.issuers.values().filter_map(|i| i.jwks.clone());
+        let refreshes = sources.map(|source| {
+            let interval = self.min_refresh_interval;
+            async move { source.refresh(interval).await }
+        });
+        // Failures were logged by the source; nothing else to do with the outcomes here.
+        let _ = futures_util::future::join_all(refreshes).await;
+    }
+
+    /// Runs [`Self::refresh_all`] now and then every `every` (at least one second) until
+    /// `stop` is cancelled or the verifier is dropped. Needs a Tokio runtime; without one it
+    /// logs an error and does nothing.
+    pub fn spawn_refresh(self: &Arc<Self>, every: Duration, stop: CancellationToken) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::error!("no Tokio runtime: issuer keys will only be fetched on demand");
+            return;
+        };
+        // A weak handle: the task must not keep a dropped verifier alive.
+        let verifier: Weak<Self> = Arc::downgrade(self);
+        let every = every.max(Duration::from_secs(1));
+        runtime.spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    _ = ticks.tick() => {}
+                }
+                let Some(verifier) = verifier.upgrade() else { break };
+                tokio::select! {
+                    () = stop.cancelled() => break,
+                    () = verifier.refresh_all() => {}
+                }
+            }
+        });
+    }
+
+    async fn verify_uncached(&self, token: &str) -> Result<(Principal, Arc<Issuer>, Option<u64>), TokenError> {
+        let mut parts = token.split('.');
+        let (Some(header_b64), Some(payload_b64), Some(_signature), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+            return Err(TokenError::invalid("malformed token: not a JWS compact serialization"));
+        };
+        let header = parse_header(header_b64)?;
+        let claimed_issuer = unverified_issuer(payload_b64)?;
+        let issuer = self.issuers.get(&claimed_issuer).ok_or_else(|| TokenError::invalid("token issuer is not trusted"))?;
+        if !issuer.algorithms.contains(&header.alg) {
+            return Err(TokenError::invalid("signing algorithm not allowed for this issuer"));
+        }
+
+        let mut validation = Validation::new(header.alg);
+        validation.leeway = issuer.leeway;
+        validation.validate_exp = true;
+        validation.validate_nbf = true;
+        validation.validate_aud = true;
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.set_issuer(&[issuer.issuer.as_str()]);
+        validation.set_audience(&issuer.audiences);
+
+        let (claims, epoch) = if let Some(secret) = issuer.hmac.as_ref().filter(|_| HMAC_DEFAULT.contains(&header.alg)) {
+            (decode(token, secret, &validation)?, None)
+        } else {
+            let source = issuer.jwks.as_ref().ok_or_else(|| TokenError::invalid("signing algorithm not allowed for this issuer"))?;
+            let (claims, epoch) = self.decode_with_jwks(token, &header, source, &validation).await?;
+            (claims, Some(epoch))
+        };
+        let principal = principal_from(claims, issuer)?;
+        Ok((principal, Arc::clone(issuer), epoch))
+    }
+
+    /// Verifies with the issuer's JWKS, refreshing it once (rate-limited) if no key fits.
+    async fn decode_with_jwks(
+        &self,
+        token: &str,
+        header: &Header,
+        source: &Arc<JwksSource>,
+        validation: &Validation,
+    ) -> Result<(Claims, u64), TokenError> {
+        let mut keys = source.current();
+        if matches!(keys.select(header.kid.as_deref(), header.alg), Selection::NoKey) {
+            let outcome = source.refresh(self.min_refresh_interval).await;
+            keys = source.current();
+            if matches!(keys.select(header.kid.as_deref(), header.alg), Selection::NoKey) {
+                return Err(match outcome {
+                    RefreshOutcome::Fetched | RefreshOutcome::RateLimited { last_ok: true } => {
+                        TokenError::invalid("no signing key of the issuer matches the token's kid and alg")
+                    }
+                    RefreshOutcome::RateLimited { last_ok: false } => {
+                        TokenError::Unavailable("the issuer's signing keys could not be fetched recently and no cached key fits".into())
+                    }
+                    RefreshOutcome::Failed(why) => TokenError::Unavailable(why),
+                });
+            }
+        }
+        let candidates = match keys.select(header.kid.as_deref(), header.alg) {
+            Selection::Keys(candidates) => candidates,
+            Selection::Ambiguous => return Err(TokenError::invalid("token names no kid and several issuer keys fit")),
+            Selection::NoKey => return Err(TokenError::invalid("no signing key of the issuer matches the token's kid and alg")),
+        };
+        let mut last = TokenError::invalid(SIGNATURE_MISMATCH);
+        // Only a JWKS that repeats a kid yields several; bound the signature work regardless.
+        for candidate in candidates.into_iter().take(MAX_KEYS_TRIED) {
+            match decode(token, &candidate.key, validation) {
+                Ok(claims) => return Ok((claims, keys.epoch)),
+                // Several keys share the kid: another may be the right one.
+                Err(e) if matches!(&e, TokenError::Invalid(why) if why == SIGNATURE_MISMATCH) => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+}
+
+const SIGNATURE_MISMATCH: &str = "signature does not verify";
+/// Most keys one token's signature is checked against.
+const MAX_KEYS_TRIED: usize = 3;
+
+fn token_cache(capacity: u64) -> moka::sync::Cache<[u8; 32], Arc<Cached>> {
+    moka::sync::Cache::builder().max_capacity(capacity).expire_after(ExpireAtExp).build()
+}
+
+/// Cache entries live until the token's `exp`; after that the token is verified again, which
+/// applies the leeway exactly as a first verification would.
+struct ExpireAtExp;
+
+impl moka::Expiry<[u8; 32], Arc<Cached>> for ExpireAtExp {
+    fn expire_after_create(&self, _key: &[u8; 32], value: &Arc<Cached>, _created_at: std::time::Instant) -> Option<Duration> {
+        Some(Duration::from_secs(value.principal.expires_at.saturating_sub(unix_now())))
+    }
+}
+
+/// The cached principal, if the entry may still be used. The time check does not rely on the
+/// cache's eviction timing.
+fn still_valid(hit: &Cached) -> Option<Principal> {
+    if hit.principal.expires_at <= unix_now() {
+        return None;
+    }
+    if let (Some(epoch), Some(source)) = (hit.epoch, &hit.issuer.jwks) {
+        if source.epoch() != epoch {
+            return None;
+        }
+    }
+    Some(hit.principal.clone())
+}
+
+fn build_issuer(settings: IssuerSettings, resource: &str, http: &reqwest::Client) -> Result<Issuer, String> {
+    let name = settings.issuer;
+    if name.is_empty() || name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!("issuer {name:?} must be non-empty, without spaces or control characters"));
+    }
+    if settings.leeway_secs > MAX_LEEWAY_SECS {
+        return Err(format!("issuer {name:?}: leeway_secs {} exceeds {MAX_LEEWAY_SECS}", settings.leeway_secs));
+    }
+    let hmac = match &settings.hmac_secret {
+        Some(secret) if secret.expose().len() < MIN_HMAC_SECRET_BYTES => {
+            return Err(format!("issuer {name:?}: hmac_secret must be at least {MIN_HMAC_SECRET_BYTES} bytes"));
+        }
+        Some(secret) => Some(DecodingKey::from_secret(secret.expose().as_bytes())),
+        None => None,
+    };
+    let algorithms: Vec<Algorithm> = if settings.algorithms.is_empty() {
+        if hmac.is_some() { HMAC_DEFAULT.to_vec() } else { ASYMMETRIC_DEFAULT.to_vec() }
+    } else {
+        let mut list = Vec::with_capacity(settings.algorithms.len());
+        for text in &settings.algorithms {
+            let alg = text
+                .parse::<Algorithm>()
+                .map_err(|_| format!("issuer {name:?}: unsupported algorithm {text:?} (none is never allowed)"))?;
+            if !list.contains(&alg) {
+                list.push(alg);
+            }
+        }
+        list
+    };
+    let uses_hmac = algorithms.iter().any(|a| HMAC_DEFAULT.contains(a));
+    if uses_hmac && hmac.is_none() {
+        return Err(format!("issuer {name:?}: HS256/HS384/HS512 are only allowed together with hmac_secret"));
+    }
+    if !uses_hmac && hmac.is_some() {
+        return Err(format!("issuer {name:?}: hmac_secret is set but no HS* algorithm is allowed"));
+    }
+    let jwks = if algorithms.iter().any(|a| !HMAC_DEFAULT.contains(a)) {
+        Some(Arc::new(JwksSource::new(&name, settings.jwks_uri.as_deref(), http.clone()).map_err(|e| format!("issuer {name:?}: {e}"))?))
+    } else {
+        None
+    };
+    let mut audiences = vec![resource.to_owned()];
+    for audience in settings.audiences {
+        if audience.is_empty() {
+            return Err(format!("issuer {name:?}: an extra audience is empty"));
+        }
+        if !audiences.contains(&audience) {
+            audiences.push(audience);
+        }
+    }
+    Ok(Issuer { issuer: name, audiences, algorithms, hmac, leeway: settings.leeway_secs, jwks })
+}
+
+/// The header members this verifier acts on.
+struct Header {
+    alg: Algorithm,
+    kid: Option<String>,
+}
+
+fn parse_header(b64: &str) -> Result<Header, TokenError> {
+    #[derive(Deserialize)]
+    struct Raw {
+        alg: Option<String>,
+        kid: Option<String>,
+        crit: Option<serde_json::Value>,
+        enc: Option<serde_json::Value>,
+    }
+    let bytes = URL_SAFE_NO_PAD.decode(b64).map_err(|_| TokenError::invalid("malformed token header"))?;
+    let raw: Raw = serde_json::from_slice(&bytes).map_err(|_| TokenError::invalid("malformed token header"))?;
+    if raw.enc.is_some() {
+        return Err(TokenError::invalid("encrypted tokens (JWE) are not accepted"));
+    }
+    // RFC 7515 §4.1.11: extensions listed in crit must be understood; this verifier knows none.
+    if raw.crit.is_some() {
+        return Err(TokenError::invalid("token header has critical extensions"));
+    }
+    let alg = raw.alg.ok_or_else(|| TokenError::invalid("token header has no alg"))?;
+    if alg.eq_ignore_ascii_case("none") {
+        return Err(TokenError::invalid("unsigned tokens (alg none) are not accepted"));
+    }
+    let alg = alg.parse::<Algorithm>().map_err(|_| TokenError::invalid("unsupported signing algorithm"))?;
+    Ok(Header { alg, kid: raw.kid })
+}
+
+/// Reads `iss` before verification, only to pick the issuer's keys and rules; verification
+/// then requires the very same value.
+fn unverified_issuer(payload_b64: &str) -> Result<String, TokenError> {
+    #[derive(Deserialize)]
+    struct Raw {
+        iss: Option<serde_json::Value>,
+    }
+    let bytes = URL_SAFE_NO_PAD.decode(payload_b64).map_err(|_| TokenError::invalid("malformed token payload"))?;
+    let raw: Raw = serde_json::from_slice(&bytes).map_err(|_| TokenError::invalid("malformed token payload"))?;
+    match raw.iss {
+        Some(serde_json::Value::String(iss)) => Ok(iss),
+        Some(_) => Err(TokenError::invalid("token issuer is not a string")),
+        None => Err(TokenError::invalid("token lacks the required claim iss")),
+    }
+}
+
+/// The claims read after verification. Everything is optional here so that the library's
+/// checks, which run next, report precisely what is missing; the rest is checked in
+/// [`principal_from`].
+#[derive(Deserialize)]
+struct Claims {
+    iss: Option<String>,
+    sub: Option<String>,
+    aud: Option<OneOrMany>,
+    exp: Option<NumericDate>,
+    iat: Option<NumericDate>,
+    client_id: Option<String>,
+    azp: Option<String>,
+    scope: Option<OneOrMany>,
+    scp: Option<OneOrMany>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn contains(&self, value: &str) -> bool {
+        match self {
+            Self::One(one) => one == value,
+            Self::Many(many) => many.iter().any(|m| m == value),
+        }
+    }
+
+    /// Scope tokens: strings are space-separated lists (RFC 6749 §3.3).
+    fn scopes(&self) -> impl Iterator<Item = &str> {
+        let items: &[String] = match self {
+            Self::One(one) => std::slice::from_ref(one),
+            Self::Many(many) => many,
+        };
+        items.iter().flat_map(|s| s.split(' ')).filter(|s| !s.is_empty())
+    }
+}
+
+/// A JSON NumericDate: seconds since the epoch, integer or fractional (RFC 7519 §2).
+struct NumericDate(f64);
+
+impl<'de> Deserialize<'de> for NumericDate {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = f64::deserialize(deserializer)?;
+        if value.is_finite() && value >= 0.0 { Ok(Self(value)) } else { Err(serde::de::Error::custom("not a NumericDate")) }
+    }
+}
+
+fn decode(token: &str, key: &DecodingKey, validation: &Validation) -> Result<Claims, TokenError> {
+    jsonwebtoken::decode::<Claims>(token, key, validation).map(|data| data.claims).map_err(|e| TokenError::Invalid(describe(e.kind())))
+}
+
+/// A short, fixed description of a library error: never any part of the token.
+fn describe(kind: &ErrorKind) -> String {
+    let text = match kind {
+        ErrorKind::ExpiredSignature => "token has expired",
+        ErrorKind::ImmatureSignature => "token is not valid yet (nbf)",
+        ErrorKind::InvalidAudience => "token audience does not include this resource",
+        ErrorKind::InvalidIssuer => "token issuer mismatch",
+        ErrorKind::InvalidSignature => SIGNATURE_MISMATCH,
+        ErrorKind::InvalidAlgorithm | ErrorKind::MissingAlgorithm => "signing algorithm does not fit the key",
+        ErrorKind::MissingRequiredClaim(claim) => match claim.as_str() {
+            "exp" => "token lacks the required claim exp",
+            "iss" => "token lacks the required claim iss",
+            "aud" => "token lacks the required claim aud",
+            "sub" => "token lacks the required claim sub",
+            _ => "token lacks a required claim",
+        },
+        ErrorKind::InvalidClaimFormat(claim) => match claim.as_str() {
+            "exp" => "malformed claim exp",
+            "nbf" => "malformed claim nbf",
+            _ => "malformed claim",
+        },
+        ErrorKind::InvalidRsaKey(_) | ErrorKind::InvalidEcdsaKey | ErrorKind::InvalidEddsaKey | ErrorKind::InvalidKeyFormat => {
+            "the issuer's key cannot verify this token"
+        }
+        ErrorKind::Json(_) => "malformed token claims",
+        ErrorKind::InvalidToken | ErrorKind::Base64(_) | ErrorKind::Utf8(_) => "malformed token",
+        _ => "token rejected",
+    };
+    text.to_owned()
+}
+
+/// Final checks after the library's, then the [`Principal`]. The `iss`/`aud`/`exp` checks
+/// repeat the library's on purpose: they are what this component promises, so they are
+/// stated here rather than only configured.
+fn principal_from(claims: Claims, issuer: &Issuer) -> Result<Principal, TokenError> {
+    let now = unix_now();
+    if claims.iss.as_deref() != Some(issuer.issuer.as_str()) {
+        return Err(TokenError::invalid("token issuer mismatch"));
+    }
+    let aud = claims.aud.ok_or_else(|| TokenError::invalid("token lacks the required claim aud"))?;
+    if !issuer.audiences.iter().any(|a| aud.contains(a)) {
+        return Err(TokenError::invalid("token audience does not include this resource"));
+    }
+    let exp = claims.exp.ok_or_else(|| TokenError::invalid("token lacks the required claim exp"))?;
+    // Whole seconds, rounded down: never later than the token says.
+    let expires_at = exp.0.floor() as u64;
+    if expires_at.saturating_add(issuer.leeway) < now {
+        return Err(TokenError::invalid("token has expired"));
+    }
+    if let Some(iat) = claims.iat {
+        if iat.0.ceil() as u64 > now.saturating_add(issuer.leeway) {
+            return Err(TokenError::invalid("token is issued in the future (iat)"));
+        }
+    }
+    let subject = claims.sub.ok_or_else(|| TokenError::invalid("token lacks the required claim sub"))?;
+    // Control characters would let a subject imitate another principal's key().
+    if subject.is_empty() || subject.chars().any(char::is_control) {
+        return Err(TokenError::invalid("token subject is empty or has control characters"));
+    }
+    let scopes: BTreeSet<String> =
+        claims.scope.as_ref().or(claims.scp.as_ref()).map(|s| s.scopes().map(str::to_owned).collect()).unwrap_or_default();
+    Ok(Principal { issuer: issuer.issuer.clone(), subject, client_id: claims.client_id.or(claims.azp), scopes, expires_at })
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}

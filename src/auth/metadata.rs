@@ -1,0 +1,60 @@
+//! RFC 9728 Protected Resource Metadata: where clients learn which authorization servers
+//! issue tokens for this server. Public, cacheable, readable from any origin.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::settings::AuthSettings;
+use crate::app::AppState;
+
+/// The metadata URL for a resource: the well-known path inserted before the resource's path
+/// (`https://h/mcp` → `https://h/.well-known/oauth-protected-resource/mcp`).
+pub fn metadata_url(resource: &str) -> String {
+    match url::Url::parse(resource) {
+        Ok(mut u) => {
+            let path = u.path().trim_end_matches('/').to_owned();
+            u.set_path(&format!("/.well-known/oauth-protected-resource{path}"));
+            u.set_query(None);
+            u.to_string()
+        }
+        Err(_) => resource.to_owned(),
+    }
+}
+
+/// The metadata document.
+pub fn document(settings: &AuthSettings) -> serde_json::Value {
+    let mut doc = json!({
+        "resource": settings.resource,
+        "authorization_servers": settings.announced_servers(),
+        "scopes_supported": settings.scopes_supported(),
+        "bearer_methods_supported": ["header"],
+    });
+    if let Some(docs) = &settings.resource_documentation {
+        doc["resource_documentation"] = json!(docs);
+    }
+    doc
+}
+
+/// `GET /.well-known/oauth-protected-resource[/<mcp path>]`.
+pub async fn serve(State(app): State<AppState>) -> Response {
+    let mut res = Json(document(&app.settings.auth)).into_response();
+    let h = res.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600"));
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_url_inserts_the_well_known_path() {
+        assert_eq!(metadata_url("https://mcp.example.com/mcp"), "https://mcp.example.com/.well-known/oauth-protected-resource/mcp");
+        assert_eq!(metadata_url("https://mcp.example.com/"), "https://mcp.example.com/.well-known/oauth-protected-resource");
+        assert_eq!(metadata_url("http://127.0.0.1:8080/a/mcp"), "http://127.0.0.1:8080/.well-known/oauth-protected-resource/a/mcp");
+    }
+}

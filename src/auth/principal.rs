@@ -1,0 +1,65 @@
+//! Who a verified access token speaks for, and why a token was refused.
+//!
+//! A [`Principal`] is only ever built by [`super::jwt::JwtVerifier::verify`] from a token whose
+//! signature and claims have been checked, so everything in it can be trusted. It carries no
+//! part of the token itself.
+
+use std::collections::BTreeSet;
+
+/// The caller behind a verified access token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// The `iss` claim: exactly one of the configured issuers.
+    pub issuer: String,
+    /// The `sub` claim: the resource owner (or the client itself for client-credentials
+    /// tokens). Never empty and never contains control characters.
+    pub subject: String,
+    /// The OAuth client the token was issued to: `client_id` (RFC 9068), else `azp` (OIDC).
+    pub client_id: Option<String>,
+    /// Granted scopes: `scope` (space-separated, RFC 9068), else `scp` (a space-separated
+    /// string or an array of strings, as some issuers send it).
+    pub scopes: BTreeSet<String>,
+    /// The `exp` claim, in seconds since the Unix epoch.
+    pub expires_at: u64,
+}
+
+impl Principal {
+    /// A stable identity for binding sessions and other per-user state to a caller.
+    ///
+    /// Subjects are only unique per issuer, so the issuer is part of the key. The separator is
+    /// the ASCII unit separator, which neither a configured issuer nor an accepted subject may
+    /// contain, so two different principals can never produce the same key.
+    pub fn key(&self) -> String {
+        let mut key = String::with_capacity(self.issuer.len() + 1 + self.subject.len());
+        key.push_str(&self.issuer);
+        key.push('\u{1f}');
+        key.push_str(&self.subject);
+        key
+    }
+
+    /// Whether the token grants scope `s` (exact, case-sensitive match as RFC 6749 §3.3 says).
+    pub fn has_scope(&self, s: &str) -> bool {
+        self.scopes.contains(s)
+    }
+}
+
+/// Why a token was not accepted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// The token is not acceptable (malformed, bad signature, expired, wrong issuer or
+    /// audience, …): answer 401 `invalid_token`. The text is a short fixed description that
+    /// is safe for logs and `error_description`; it never contains the token or any value
+    /// copied from it.
+    #[error("invalid token: {0}")]
+    Invalid(String),
+    /// The token's issuer is trusted but its keys cannot be fetched and no cached key fits,
+    /// so the token can be neither accepted nor refused: answer 503 and let the client retry.
+    #[error("issuer keys unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl TokenError {
+    pub(crate) fn invalid(why: impl Into<String>) -> Self {
+        Self::Invalid(why.into())
+    }
+}

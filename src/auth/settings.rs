@@ -1,0 +1,95 @@
+//! `[auth]` settings: whether bearer tokens are required, the canonical resource URI tokens
+//! must be issued for, the trusted issuers, and which scopes each kind of request needs.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::jwt::IssuerSettings;
+
+/// How requests are authenticated.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// No authentication: for loopback development and the conformance suite only.
+    #[default]
+    Off,
+    /// Bearer JWT access tokens from the configured issuers.
+    Jwt,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthSettings {
+    pub mode: AuthMode,
+    /// The canonical public URL of the MCP endpoint (e.g. `https://mcp.example.com/mcp`): the
+    /// audience tokens must carry (RFC 8707) and the `resource` of the metadata. Configuration,
+    /// never derived from a request: behind a load balancer the request does not know it.
+    pub resource: Option<String>,
+    /// Authorization servers announced in the metadata; default: the issuers below.
+    pub authorization_servers: Vec<String>,
+    /// A page that documents this server for people (`resource_documentation`).
+    pub resource_documentation: Option<String>,
+    /// Trusted token issuers.
+    pub issuers: Vec<IssuerSettings>,
+    /// Scopes every MCP request needs (`tools/list`, `tools/call`, …).
+    pub required_scopes: Vec<String>,
+    /// Extra scopes per tool name. A caller without them does not see the tool in
+    /// `tools/list` and gets "Unknown tool" if it calls it: nothing is revealed.
+    pub tool_scopes: BTreeMap<String, Vec<String>>,
+    /// How often issuer keys are refreshed in the background.
+    pub jwks_refresh_secs: u64,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        Self {
+            mode: AuthMode::Off,
+            resource: None,
+            authorization_servers: Vec::new(),
+            resource_documentation: None,
+            issuers: Vec::new(),
+            required_scopes: vec!["mcp:tools".into()],
+            tool_scopes: BTreeMap::new(),
+            jwks_refresh_secs: 300,
+        }
+    }
+}
+
+impl AuthSettings {
+    /// Checks the combination; the message names the setting to fix.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.mode == AuthMode::Off {
+            return Ok(());
+        }
+        let resource = self
+            .resource
+            .as_deref()
+            .ok_or("auth.resource is required when auth.mode is not \"off\": set it to the public URL of the MCP endpoint")?;
+        let parsed = url::Url::parse(resource).map_err(|e| format!("auth.resource {resource:?} is not a URL: {e}"))?;
+        if parsed.fragment().is_some() || !matches!(parsed.scheme(), "https" | "http") {
+            return Err(format!("auth.resource {resource:?} must be an http(s) URL without a fragment"));
+        }
+        if self.issuers.is_empty() {
+            return Err("auth.issuers must name at least one trusted issuer when auth.mode = \"jwt\"".into());
+        }
+        Ok(())
+    }
+
+    /// The authorization servers the metadata lists.
+    pub fn announced_servers(&self) -> Vec<String> {
+        if self.authorization_servers.is_empty() {
+            self.issuers.iter().map(|i| i.issuer.clone()).collect()
+        } else {
+            self.authorization_servers.clone()
+        }
+    }
+
+    /// Every scope this server knows, for `scopes_supported`.
+    pub fn scopes_supported(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.required_scopes.iter().chain(self.tool_scopes.values().flatten()).cloned().collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+}

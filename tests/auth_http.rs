@@ -1,0 +1,269 @@
+//! The bearer gate over real HTTP, against a real issuer on loopback: challenges, metadata,
+//! scopes, hidden tools, principal-bound sessions, and that a token for another resource
+//! works nowhere.
+
+mod common;
+
+use common::TestServer;
+use common::idp::{Issuer, RESOURCE};
+use serde_json::{Value, json};
+use toolgate::auth::jwt::IssuerSettings;
+use toolgate::auth::settings::AuthMode;
+use toolgate::protocol::CallToolResult;
+use toolgate::tool::Tool;
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+fn issuer_settings(url: &str) -> IssuerSettings {
+    serde_json::from_value(json!({ "issuer": url })).expect("issuer settings")
+}
+
+async fn secured(issuer: &Issuer) -> TestServer {
+    let url = issuer.url.clone();
+    TestServer::with(move |c| {
+        c.auth.mode = AuthMode::Jwt;
+        c.auth.resource = Some(RESOURCE.into());
+        c.auth.issuers = vec![issuer_settings(&url)];
+        c.auth.tool_scopes.insert("echo".into(), vec!["echo:use".into()]);
+    })
+    .await
+}
+
+fn challenge(res: &reqwest::Response) -> String {
+    res.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned()
+}
+
+async fn init_with(s: &TestServer, token: &str) -> String {
+    let res = s.post(INIT, &[("authorization", &format!("Bearer {token}"))]).await;
+    assert_eq!(res.status(), 200);
+    res.headers()["mcp-session-id"].to_str().expect("ascii").to_owned()
+}
+
+#[tokio::test]
+async fn no_token_gets_401_with_metadata_and_scope_but_no_error() {
+    let idp = Issuer::start().await;
+    let s = secured(&idp).await;
+    let res = s.post(INIT, &[]).await;
+    assert_eq!(res.status(), 401);
+    let c = challenge(&res);
+    assert!(c.starts_with("Bearer "), "{c}");
+    assert!(c.contains(r#"resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource/mcp""#), "{c}");
+    assert!(c.contains(r#"scope="mcp:tools""#), "{c}");
+    assert!(!c.contains("error="), "no error code when no token was sent: {c}");
+}
+
+#[tokio::test]
+async fn garbage_token_gets_invalid_token() {
+    let idp = Issuer::start().await;
+    let s = secured(&idp).await;
+    let res = s.post(INIT, &[("authorization", "Bearer abc.def.ghi")]).await;
+    assert_eq!(res.status(), 401);
+    assert!(challenge(&res).contains(r#"error="invalid_token""#));
+}
+
+#[tokio::test]
+async fn malformed_authorization_header_gets_400_invalid_request() {
+    let idp = Issuer::start().await;
+    let s = secured(&idp).await;
+    for bad in ["Basic dXNlcjpwYXNz", "Bearer", "Bearer a b"] {
+        let res = s.post(INIT, &[("authorization", bad)]).await;
+        assert_eq!(res.status(), 400, "{bad}");
+        assert!(challenge(&res).contains(r#"error="invalid_request""#));
+    }
+}
+
+#[tokio::test]
+async fn a_token_in_the_query_string_is_never_accepted() {
+    let idp = Issuer::start().await;
+    let s = secured(&idp).await;
+    let token = idp.token("alice", "mcp:tools");
+    let url = s.url(&format!("/mcp?access_token={token}"));
+    let res = s
+        .client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", common::ACCEPT_BOTH)
+        .body(INIT)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(res.status(), 401);
+}
+
+#[tokio::test]
+async fn insufficient_scope_gets_403_naming_the_scopes() {
+    let idp = Issuer::start().await;
+    let s = secured(&idp).await;
+    let res = s.post(INIT, &[("authorization", &format!("Bearer {}", idp.token("alice", "profile")))]).await;
+    assert_eq!(res.status(), 403);
+    let c = challenge(&res);
+    assert!(c.contains(r#"error="insufficient_scope""#) && c.contains("mcp:tools") && c.contains("profile"), "{c}");
+}
+
+#[tokio::test]
+async fn a_token_for_another_resource_works_on_no_route_in_no_era() {
+    let idp = Issuer::start().await;
+    let s = secured(&idp).await;
+    let mut claims = idp.claims("alice", "mcp:tools");
+    claims["aud"] = json!("https://other.example.com/mcp");
+    let bearer = format!("Bearer {}", idp.sign(&claims));
+    let good = idp.token("alice", "mcp:tools");
+    let sid = init_with(&s, &good).await;
+
+    assert_eq!(s.post(INIT, &[("authorization", &bearer)]).await.status(), 401, "legacy initialize");
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    assert_eq!(s.post(list, &[("authorization", &bearer), ("mcp-session-id", &sid)]).await.status(), 401, "legacy request");
+    let modern = s.client.post(s.url("/mcp")).header("authorization", &bearer);
+    let modern = modern
+        .header("content-type", "application/json")
+        .header("accept", common::ACCEPT_BOTH)
+        .header("mcp-protocol-version", common::MODERN)
+        .header("mcp-method", "tools/list");
+    let body = json!({"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":common::MODERN,"io.modelcontextprotocol/clientCapabilities":{}}}});
+    assert_eq!(modern.body(body.to_string()).send().await.expect("sent").status(), 401, "modern request");
+    let get =
+        s.client.get(s.url("/mcp")).header("authorization", &bearer).header("mcp-session-id", &sid).header("accept", "text/event-stream");
+    assert_eq!(get.send().await.expect("sent").status(), 401, "GET stream");
+    let del = s.client.delete(s.url("/mcp")).header("authorization", &bearer).header("mcp-session-id", &sid);
+    assert_eq!(del.send().await.expect("sent").status(), 401, "DELETE");
+    assert_eq!(s.client.get(s.url("/sse")).header("authorization", &bearer).send().await.expect("sent").status(), 401, "legacy /sse");
+    let msg = s
+        .client
+        .post(s.url("/messages?sessionId=x"))
+        .header("authorization", &bearer)
+        .header("content-type", "application/json")
+        .body("{}");
+    assert_eq!(msg.send().await.expect("sent").status(), 401, "legacy /messages");
+}
+
+#[tokio::test]
+async fn protected_resource_metadata_is_public_and_cacheable() {
+    let idp = Issuer::start().await;
+    let s = secured(&idp).await;
+    for path in ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
+        let res = s.client.get(s.url(path)).send().await.expect("sent");
+        assert_eq!(res.status(), 200, "{path}");
+        assert_eq!(res.headers()["access-control-allow-origin"], "*");
+        assert!(res.headers()["cache-control"].to_str().unwrap_or("").contains("max-age"));
+        let v: Value = res.json().await.expect("json");
+        assert_eq!(v["resource"], RESOURCE);
+        assert_eq!(v["authorization_servers"], json!([idp.url]));
+        assert_eq!(v["bearer_methods_supported"], json!(["header"]));
+        assert_eq!(v["scopes_supported"], json!(["echo:use", "mcp:tools"]));
+    }
+    let open = TestServer::start().await;
+    assert_eq!(
+        open.client.get(open.url("/.well-known/oauth-protected-resource")).send().await.expect("sent").status(),
+        404,
+        "no metadata with auth off"
+    );
+}
+
+#[tokio::test]
+async fn tools_a_caller_may_not_use_are_hidden_and_unknown() {
+    let idp = Issuer::start().await;
+    let s = secured(&idp).await;
+    let plain = idp.token("alice", "mcp:tools");
+    let sid = init_with(&s, &plain).await;
+    let auth = format!("Bearer {plain}");
+    let names = |v: &Value| {
+        v["result"]["tools"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|t| t["name"].as_str().map(str::to_owned)).collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    let res = s.post(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#, &[("authorization", &auth), ("mcp-session-id", &sid)]).await;
+    let listed = names(&res.json().await.expect("json"));
+    assert!(listed.contains(&"calculate_sum".to_owned()) && !listed.contains(&"echo".to_owned()), "{listed:?}");
+    let call = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}"#;
+    let v: Value = s.post(call, &[("authorization", &auth), ("mcp-session-id", &sid)]).await.json().await.expect("json");
+    assert_eq!(v["error"]["message"], "Unknown tool: echo", "reported exactly like a tool that does not exist");
+
+    let scoped = idp.token("bob", "mcp:tools echo:use");
+    let sid = init_with(&s, &scoped).await;
+    let auth = format!("Bearer {scoped}");
+    let v: Value = s.post(call, &[("authorization", &auth), ("mcp-session-id", &sid)]).await.json().await.expect("json");
+    assert_eq!(v["result"]["content"][0]["text"], "x");
+}
+
+#[tokio::test]
+async fn sessions_and_streams_are_bound_to_their_principal() {
+    let idp = Issuer::start().await;
+    let s = secured(&idp).await;
+    let alice = format!("Bearer {}", idp.token("alice", "mcp:tools"));
+    let mallory = format!("Bearer {}", idp.token("mallory", "mcp:tools"));
+    let sid = init_with(&s, &idp.token("alice", "mcp:tools")).await;
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    assert_eq!(s.post(list, &[("authorization", &alice), ("mcp-session-id", &sid)]).await.status(), 200);
+    let hijack = s.post(list, &[("authorization", &mallory), ("mcp-session-id", &sid)]).await;
+    assert_eq!(hijack.status(), 404, "another principal learns nothing about the session");
+    let get = s
+        .client
+        .get(s.url("/mcp"))
+        .header("authorization", &mallory)
+        .header("mcp-session-id", &sid)
+        .header("accept", "text/event-stream")
+        .header("last-event-id", "1_0");
+    assert_eq!(get.send().await.expect("sent").status(), 404, "nor can it resume the session's streams");
+    let answer = r#"{"jsonrpc":"2.0","id":"srv-1","result":{"action":"accept","content":{}}}"#;
+    assert_eq!(
+        s.post(answer, &[("authorization", &mallory), ("mcp-session-id", &sid)]).await.status(),
+        404,
+        "nor answer its server requests"
+    );
+    let del = s.client.delete(s.url("/mcp")).header("authorization", &mallory).header("mcp-session-id", &sid);
+    assert_eq!(del.send().await.expect("sent").status(), 404, "nor end it");
+    assert_eq!(s.post(list, &[("authorization", &alice), ("mcp-session-id", &sid)]).await.status(), 200, "the owner is unaffected");
+}
+
+#[tokio::test]
+async fn tools_see_who_is_calling() {
+    let idp = Issuer::start().await;
+    let s = secured(&idp).await;
+    let whoami = Tool::builder("whoami", "Says who is calling.").handler(|ctx| async move {
+        let who = ctx.principal().map(|p| format!("{} via {}", p.subject, p.client_id.as_deref().unwrap_or("?"))).unwrap_or_default();
+        Ok(CallToolResult::text(who))
+    });
+    s.state().server.tools.upsert(whoami).expect("valid");
+    let token = idp.token("alice", "mcp:tools");
+    let sid = init_with(&s, &token).await;
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"whoami"}}"#;
+    let res = s.post(call, &[("authorization", &format!("Bearer {token}")), ("mcp-session-id", &sid)]).await;
+    let v = common::response_json(res).await;
+    assert_eq!(v["result"]["content"][0]["text"], "alice via test-client");
+}
+
+#[tokio::test]
+async fn unreachable_issuer_keys_give_503_with_retry_after() {
+    let idp = Issuer::start().await;
+    let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let jwks_uri = format!("http://{}/jwks", dead.local_addr().expect("addr"));
+    drop(dead);
+    let url = idp.url.clone();
+    let s = TestServer::with(move |c| {
+        c.auth.mode = AuthMode::Jwt;
+        c.auth.resource = Some(RESOURCE.into());
+        c.auth.issuers = vec![serde_json::from_value(json!({"issuer": url, "jwks_uri": jwks_uri})).expect("settings")];
+    })
+    .await;
+    let res = s.post(INIT, &[("authorization", &format!("Bearer {}", idp.token("alice", "mcp:tools")))]).await;
+    assert_eq!(res.status(), 503);
+    assert!(res.headers().contains_key("retry-after"));
+}
+
+#[tokio::test]
+async fn a_preflight_needs_no_token() {
+    let idp = Issuer::start().await;
+    let s = secured(&idp).await;
+    let port = s.running.addr.port();
+    let res = s
+        .client
+        .request(reqwest::Method::OPTIONS, s.url("/mcp"))
+        .header("origin", format!("http://localhost:{port}"))
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "authorization, content-type")
+        .send()
+        .await
+        .expect("sent");
+    assert!(res.status().is_success(), "{}", res.status());
+}
