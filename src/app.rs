@@ -17,6 +17,7 @@ use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::auth::bearer::{self, Authenticator};
+use crate::auth::introspection::Introspector;
 use crate::auth::jwt::JwtVerifier;
 use crate::auth::metadata;
 use crate::auth::settings::AuthMode;
@@ -65,14 +66,26 @@ impl AppState {
         let auth = match settings.auth.mode {
             AuthMode::Off => None,
             AuthMode::Jwt => {
-                let http = reqwest::Client::builder()
-                    .timeout(Duration::from_secs(5))
-                    .build()
-                    .map_err(|e| anyhow::anyhow!("cannot build the HTTP client for issuer keys: {e}"))?;
-                let resource = settings.auth.resource.clone().unwrap_or_default();
-                let verifier = JwtVerifier::new(settings.auth.issuers.clone(), resource, http)
-                    .map_err(|e| anyhow::anyhow!("invalid auth.issuers: {e}"))?;
-                Some(Arc::new(Authenticator::new(&settings.auth, Arc::new(verifier))))
+                let auth = &settings.auth;
+                let resource = auth.resource.clone().unwrap_or_default();
+                let verifier = if auth.issuers.is_empty() {
+                    None
+                } else {
+                    let http = reqwest::Client::builder()
+                        .timeout(Duration::from_secs(5))
+                        .build()
+                        .map_err(|e| anyhow::anyhow!("cannot build the HTTP client for issuer keys: {e}"))?;
+                    let verifier = JwtVerifier::new(auth.issuers.clone(), resource.clone(), http)
+                        .map_err(|e| anyhow::anyhow!("invalid auth.issuers: {e}"))?;
+                    Some(Arc::new(verifier))
+                };
+                let introspector = match &auth.introspection {
+                    None => None,
+                    Some(i) => {
+                        Some(Arc::new(Introspector::new(i, &resource).map_err(|e| anyhow::anyhow!("invalid auth.introspection: {e}"))?))
+                    }
+                };
+                Some(Arc::new(Authenticator::new(auth, verifier, introspector)))
             }
         };
         Ok(Self(Arc::new(Shared {
@@ -181,8 +194,8 @@ async fn ready(axum::extract::State(state): axum::extract::State<AppState>) -> (
 
 /// Starts the background tasks: change fan-out and session expiry.
 fn spawn_background(state: &AppState) {
-    if let Some(auth) = &state.auth {
-        auth.verifier().spawn_refresh(Duration::from_secs(state.settings.auth.jwks_refresh_secs.max(30)), state.shutdown.clone());
+    if let Some(verifier) = state.auth.as_ref().and_then(|a| a.verifier()) {
+        verifier.spawn_refresh(Duration::from_secs(state.settings.auth.jwks_refresh_secs.max(30)), state.shutdown.clone());
     }
     tokio::spawn(listen::fan_out(state.server.bus.clone(), state.sessions.clone(), state.listeners.clone()));
     let sessions = state.sessions.clone();

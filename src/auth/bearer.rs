@@ -12,6 +12,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Response, StatusCode, header};
 use axum::middleware::Next;
 
+use super::introspection::Introspector;
 use super::jwt::JwtVerifier;
 use super::metadata::metadata_url;
 use super::principal::{Principal, TokenError};
@@ -22,7 +23,8 @@ use crate::transport::headers;
 
 /// Verifies tokens and builds challenges.
 pub struct Authenticator {
-    verifier: Arc<JwtVerifier>,
+    verifier: Option<Arc<JwtVerifier>>,
+    introspector: Option<Arc<Introspector>>,
     metadata: String,
     required: Vec<String>,
 }
@@ -49,19 +51,31 @@ pub enum Refusal {
 }
 
 impl Authenticator {
-    pub fn new(settings: &AuthSettings, verifier: Arc<JwtVerifier>) -> Self {
+    pub fn new(settings: &AuthSettings, verifier: Option<Arc<JwtVerifier>>, introspector: Option<Arc<Introspector>>) -> Self {
         let resource = settings.resource.clone().unwrap_or_default();
-        Self { verifier, metadata: metadata_url(&resource), required: settings.required_scopes.clone() }
+        Self { verifier, introspector, metadata: metadata_url(&resource), required: settings.required_scopes.clone() }
     }
 
-    pub fn verifier(&self) -> &Arc<JwtVerifier> {
-        &self.verifier
+    /// The JWT verifier, when JWT issuers are configured.
+    pub fn verifier(&self) -> Option<&Arc<JwtVerifier>> {
+        self.verifier.as_ref()
+    }
+
+    /// JWTs (three base64url parts) go to the JWT verifier, anything else to introspection.
+    async fn verify(&self, token: &str) -> Result<Principal, TokenError> {
+        let jwt_shaped = token.split('.').count() == 3;
+        match (&self.verifier, &self.introspector, jwt_shaped) {
+            (Some(jwt), _, true) => jwt.verify(token).await,
+            (_, Some(introspector), _) => introspector.verify(token).await,
+            (Some(jwt), None, false) => jwt.verify(token).await,
+            (None, None, _) => Err(TokenError::Invalid("no token verifier is configured".into())),
+        }
     }
 
     /// Authenticates one request from its headers.
     pub async fn authenticate(&self, headers: &axum::http::HeaderMap) -> Result<Principal, Refusal> {
         let token = bearer_token(headers)?;
-        let principal = self.verifier.verify(token).await.map_err(|e| match e {
+        let principal = self.verify(token).await.map_err(|e| match e {
             TokenError::Invalid(why) => Refusal::Invalid(why),
             TokenError::Unavailable(why) => {
                 tracing::warn!(reason = %why, "cannot verify tokens: issuer keys unavailable");

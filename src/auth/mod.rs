@@ -1,9 +1,11 @@
 //! The OAuth 2.1 resource server: bearer tokens checked on every MCP route (`bearer`), JWT
-//! verification against the issuers' keys (`jwt`, `jwks`), who the caller is (`principal`),
+//! verification against the issuers' keys (`jwt`, `jwks`), opaque tokens by RFC 7662
+//! introspection (`introspection`), who the caller is (`principal`),
 //! Protected Resource Metadata (`metadata`) and the `[auth]` settings (`settings`).
 //! toolgate never issues tokens for real deployments and never forwards a client's token.
 
 pub mod bearer;
+pub mod introspection;
 pub mod jwks;
 pub mod jwt;
 pub mod metadata;

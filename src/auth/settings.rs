@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::introspection::IntrospectionSettings;
 use super::jwt::IssuerSettings;
 
 /// How requests are authenticated.
@@ -30,8 +31,10 @@ pub struct AuthSettings {
     pub authorization_servers: Vec<String>,
     /// A page that documents this server for people (`resource_documentation`).
     pub resource_documentation: Option<String>,
-    /// Trusted token issuers.
+    /// Trusted issuers of JWT access tokens.
     pub issuers: Vec<IssuerSettings>,
+    /// Opaque access tokens, checked at the issuer's RFC 7662 introspection endpoint.
+    pub introspection: Option<IntrospectionSettings>,
     /// Scopes every MCP request needs (`tools/list`, `tools/call`, …).
     pub required_scopes: Vec<String>,
     /// Extra scopes per tool name. A caller without them does not see the tool in
@@ -49,6 +52,7 @@ impl Default for AuthSettings {
             authorization_servers: Vec::new(),
             resource_documentation: None,
             issuers: Vec::new(),
+            introspection: None,
             required_scopes: vec!["mcp:tools".into()],
             tool_scopes: BTreeMap::new(),
             jwks_refresh_secs: 300,
@@ -70,19 +74,27 @@ impl AuthSettings {
         if parsed.fragment().is_some() || !matches!(parsed.scheme(), "https" | "http") {
             return Err(format!("auth.resource {resource:?} must be an http(s) URL without a fragment"));
         }
-        if self.issuers.is_empty() {
-            return Err("auth.issuers must name at least one trusted issuer when auth.mode = \"jwt\"".into());
+        if self.issuers.is_empty() && self.introspection.is_none() {
+            return Err(
+                "with auth.mode = \"jwt\", configure at least one [[auth.issuers]] (JWT tokens) or [auth.introspection] (opaque tokens)"
+                    .into(),
+            );
         }
         Ok(())
     }
 
     /// The authorization servers the metadata lists.
     pub fn announced_servers(&self) -> Vec<String> {
-        if self.authorization_servers.is_empty() {
-            self.issuers.iter().map(|i| i.issuer.clone()).collect()
-        } else {
-            self.authorization_servers.clone()
+        if !self.authorization_servers.is_empty() {
+            return self.authorization_servers.clone();
         }
+        let mut servers: Vec<String> = self.issuers.iter().map(|i| i.issuer.clone()).collect();
+        if let Some(i) = &self.introspection {
+            if !servers.contains(&i.issuer) {
+                servers.push(i.issuer.clone());
+            }
+        }
+        servers
     }
 
     /// Every scope this server knows, for `scopes_supported`.

@@ -1,0 +1,188 @@
+//! Opaque access tokens, checked by RFC 7662 introspection at the authorization server with
+//! the `oauth2` crate's introspection client. The server authenticates to the endpoint with
+//! its own client credentials; the caller's token is only ever sent there, to the issuer
+//! that minted it (no passthrough anywhere else).
+//!
+//! Results are cached by the token's SHA-256 for at most `cache_secs` and never past the
+//! token's `exp`, so a busy client costs one introspection call per window, and a revoked
+//! token is honoured again at the latest `cache_secs` later.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use oauth2::basic::BasicClient;
+use oauth2::{AccessToken, AuthType, ClientId, ClientSecret, EndpointNotSet, EndpointSet, IntrospectionUrl, TokenIntrospectionResponse};
+use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
+
+use super::principal::{Principal, TokenError};
+use crate::config::Secret;
+
+/// `[auth.introspection]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectionSettings {
+    /// The authorization server's introspection endpoint (https; http only on loopback).
+    pub endpoint: String,
+    /// The issuer the tokens come from: the principal's issuer, and checked against the
+    /// response's `iss` when the server sends one.
+    pub issuer: String,
+    /// toolgate's own client at the authorization server.
+    pub client_id: String,
+    pub client_secret: Option<Secret>,
+    /// `basic` (HTTP Basic, the RFC 6749 default) or `post` (credentials in the form body).
+    #[serde(default)]
+    pub client_auth: ClientAuth,
+    /// Extra accepted audiences besides the canonical resource URI.
+    #[serde(default)]
+    pub audiences: Vec<String>,
+    /// Longest time a result is reused (also bounds how late a revocation is noticed).
+    #[serde(default = "default_cache_secs")]
+    pub cache_secs: u64,
+    #[serde(default = "default_cache_capacity")]
+    pub cache_capacity: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    #[default]
+    Basic,
+    Post,
+}
+
+fn default_cache_secs() -> u64 {
+    60
+}
+
+fn default_cache_capacity() -> u64 {
+    10_000
+}
+
+type IntrospectionClient = BasicClient<EndpointNotSet, EndpointNotSet, EndpointSet, EndpointNotSet, EndpointNotSet>;
+
+#[derive(Clone)]
+struct Cached {
+    principal: Principal,
+    until: SystemTime,
+}
+
+/// Checks opaque tokens at the authorization server.
+pub struct Introspector {
+    client: IntrospectionClient,
+    http: reqwest::Client,
+    issuer: String,
+    audiences: Vec<String>,
+    cache_secs: u64,
+    cache: moka::sync::Cache<[u8; 32], Arc<Cached>>,
+}
+
+impl std::fmt::Debug for Introspector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Introspector").field("issuer", &self.issuer).finish_non_exhaustive()
+    }
+}
+
+struct ExpireAtUntil;
+
+impl moka::Expiry<[u8; 32], Arc<Cached>> for ExpireAtUntil {
+    fn expire_after_create(&self, _key: &[u8; 32], value: &Arc<Cached>, _created_at: std::time::Instant) -> Option<Duration> {
+        Some(value.until.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO))
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+impl Introspector {
+    /// `resource` is the canonical resource URI the token must be meant for.
+    pub fn new(settings: &IntrospectionSettings, resource: &str) -> Result<Self, String> {
+        let url = url::Url::parse(&settings.endpoint).map_err(|e| format!("auth.introspection.endpoint: {e}"))?;
+        let loopback = url
+            .host_str()
+            .is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || h == "[::1]");
+        if url.scheme() != "https" && !(url.scheme() == "http" && loopback) {
+            return Err("auth.introspection.endpoint must be https (http is accepted for loopback only)".into());
+        }
+        let mut client = BasicClient::new(ClientId::new(settings.client_id.clone()))
+            .set_introspection_url(IntrospectionUrl::from_url(url))
+            .set_auth_type(match settings.client_auth {
+                ClientAuth::Basic => AuthType::BasicAuth,
+                ClientAuth::Post => AuthType::RequestBody,
+            });
+        if let Some(secret) = &settings.client_secret {
+            client = client.set_client_secret(ClientSecret::new(secret.expose().to_owned()));
+        }
+        // No redirects: the endpoint is configuration, and a redirect must not carry tokens elsewhere.
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| format!("cannot build the introspection HTTP client: {e}"))?;
+        let mut audiences = vec![resource.to_owned()];
+        audiences.extend(settings.audiences.iter().cloned());
+        let cache = moka::sync::Cache::builder().max_capacity(settings.cache_capacity).expire_after(ExpireAtUntil).build();
+        Ok(Self { client, http, issuer: settings.issuer.clone(), audiences, cache_secs: settings.cache_secs, cache })
+    }
+
+    /// Whether this introspector speaks for `issuer`.
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// Verifies an opaque token.
+    pub async fn verify(&self, token: &str) -> Result<Principal, TokenError> {
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Some(hit) = self.cache.get(&key) {
+            if hit.until > SystemTime::now() {
+                return Ok(hit.principal.clone());
+            }
+        }
+        let access = AccessToken::new(token.to_owned());
+        let response = self.client.introspect(&access).request_async(&self.http).await.map_err(|e| {
+            // The endpoint's own failure, not the token's: the caller answers 503.
+            TokenError::Unavailable(format!("introspection failed: {}", error_kind(&e)))
+        })?;
+        if !response.active() {
+            return Err(TokenError::Invalid("token is not active".into()));
+        }
+        if let Some(iss) = response.iss() {
+            if iss != self.issuer {
+                return Err(TokenError::Invalid("token issuer is not trusted here".into()));
+            }
+        }
+        let aud_ok = response.aud().is_some_and(|aud| aud.iter().any(|a| self.audiences.contains(a)));
+        if !aud_ok {
+            return Err(TokenError::Invalid("token audience does not include this server".into()));
+        }
+        let now = now_secs();
+        let exp = response.exp().and_then(|t| u64::try_from(t.timestamp()).ok());
+        if exp.is_some_and(|e| e <= now) {
+            return Err(TokenError::Invalid("token is expired".into()));
+        }
+        let client_id = response.client_id().map(|c| c.as_str().to_owned());
+        // Client-credentials tokens may have no `sub`; the client is then the subject.
+        let subject = response.sub().or(response.username()).map(str::to_owned).or_else(|| client_id.clone());
+        let Some(subject) = subject.filter(|s| !s.is_empty() && !s.chars().any(char::is_control)) else {
+            return Err(TokenError::Invalid("token has no usable subject".into()));
+        };
+        let scopes = response.scopes().map(|s| s.iter().map(|x| x.as_str().to_owned()).collect()).unwrap_or_default();
+        let principal =
+            Principal { issuer: self.issuer.clone(), subject, client_id, scopes, expires_at: exp.unwrap_or(now + self.cache_secs) };
+        let horizon = now + self.cache_secs;
+        let until = UNIX_EPOCH + Duration::from_secs(exp.map_or(horizon, |e| e.min(horizon)));
+        self.cache.insert(key, Arc::new(Cached { principal: principal.clone(), until }));
+        Ok(principal)
+    }
+}
+
+/// A short, safe description of an introspection failure (never the response body).
+fn error_kind<RE: std::error::Error + 'static, T: oauth2::ErrorResponse>(e: &oauth2::RequestTokenError<RE, T>) -> &'static str {
+    match e {
+        oauth2::RequestTokenError::ServerResponse(_) => "the server refused toolgate's client credentials or the request",
+        oauth2::RequestTokenError::Request(_) => "the endpoint could not be reached",
+        oauth2::RequestTokenError::Parse(_, _) => "the response was not an introspection response",
+        oauth2::RequestTokenError::Other(_) => "unexpected response",
+    }
+}
