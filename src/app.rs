@@ -58,13 +58,33 @@ impl std::ops::Deref for AppState {
 
 impl AppState {
     /// State with an in-process event bus and the configured tool packs.
-    pub fn new(settings: Settings) -> anyhow::Result<Self> {
+    pub fn new(mut settings: Settings) -> anyhow::Result<Self> {
+        let dev_key = match settings.auth.mode {
+            AuthMode::Dev => {
+                if settings.auth.resource.is_none() {
+                    settings.auth.resource = Some(crate::auth::dev::default_resource(&settings));
+                }
+                let path = settings.auth.dev_key_file.clone();
+                let key = crate::auth::dev::load_or_create_key(&path)
+                    .map_err(|e| anyhow::anyhow!("cannot read or create the development key {}: {e}", path.display()))?;
+                Some(key)
+            }
+            _ => None,
+        };
         let settings = Arc::new(settings);
         let bus: Arc<dyn EventBus> = Arc::new(LocalBus::default());
         let server = Arc::new(McpServer::new(settings.clone(), bus));
         crate::packs::install(&server, &settings.tools).map_err(|e| anyhow::anyhow!("cannot install tool packs: {e}"))?;
         let auth = match settings.auth.mode {
             AuthMode::Off => None,
+            AuthMode::Dev => {
+                let resource = settings.auth.resource.clone().unwrap_or_default();
+                let issuers = dev_key.map(crate::auth::dev::issuer).into_iter().collect();
+                let http = reqwest::Client::new();
+                let verifier = JwtVerifier::new(issuers, resource, http).map_err(|e| anyhow::anyhow!("dev mode: {e}"))?;
+                tracing::warn!("auth.mode = \"dev\": accepting development tokens from `toolgate dev-token`; never use this in production");
+                Some(Arc::new(Authenticator::new(&settings.auth, Some(Arc::new(verifier)), None)))
+            }
             AuthMode::Jwt => {
                 let auth = &settings.auth;
                 let resource = auth.resource.clone().unwrap_or_default();

@@ -68,6 +68,10 @@ impl Default for ServerSettings {
 pub struct Secret(String);
 
 impl Secret {
+    pub fn new(value: String) -> Self {
+        Self(value)
+    }
+
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -220,6 +224,15 @@ impl Settings {
             return invalid("tools.default_timeout_secs", "must be at least 1");
         }
         self.auth.validate().map_err(|reason| ConfigError::Invalid { key: "auth", reason })?;
+        if self.auth.mode == crate::auth::settings::AuthMode::Dev
+            && !self.server.bind.ip().is_loopback()
+            && !self.auth.dev_allow_public_bind
+        {
+            return invalid(
+                "auth.mode",
+                "\"dev\" trusts locally minted tokens and only serves on a loopback address; configure real issuers for this bind, or set auth.dev_allow_public_bind = true if you must",
+            );
+        }
         Ok(())
     }
 

@@ -32,6 +32,20 @@ enum Command {
         #[arg(long, short, env = "TOOLGATE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Print a development access token (for `auth.mode = "dev"`), signed with the local key.
+    DevToken {
+        #[arg(long, short, env = "TOOLGATE_CONFIG")]
+        config: Option<PathBuf>,
+        /// Space-separated scopes.
+        #[arg(long, default_value = "mcp:tools")]
+        scope: String,
+        /// The token's subject (who it speaks for).
+        #[arg(long, default_value = "developer")]
+        subject: String,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl_secs: u64,
+    },
     /// Check a settings file and print the effective settings.
     CheckConfig {
         #[arg(long, short, env = "TOOLGATE_CONFIG")]
@@ -59,6 +73,18 @@ async fn run(command: Command) -> anyhow::Result<()> {
             // A closed pipe (`check-config | head`) is not an error worth a panic.
             use std::io::Write as _;
             let _ = writeln!(std::io::stdout(), "{settings:#?}");
+            Ok(())
+        }
+        Command::DevToken { config, scope, subject, ttl_secs } => {
+            let settings = Settings::load(config.as_deref())?;
+            if settings.auth.mode != toolgate::auth::settings::AuthMode::Dev {
+                eprintln!("note: auth.mode is not \"dev\"; the server only trusts this token in dev mode");
+            }
+            let resource = settings.auth.resource.clone().unwrap_or_else(|| toolgate::auth::dev::default_resource(&settings));
+            let key = toolgate::auth::dev::load_or_create_key(&settings.auth.dev_key_file)?;
+            let token = toolgate::auth::dev::mint(&key, &resource, &subject, &scope, ttl_secs).map_err(anyhow::Error::msg)?;
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stdout(), "{token}");
             Ok(())
         }
         Command::Healthcheck { config } => {

@@ -5,6 +5,7 @@
 //! toolgate never issues tokens for real deployments and never forwards a client's token.
 
 pub mod bearer;
+pub mod dev;
 pub mod introspection;
 pub mod jwks;
 pub mod jwt;

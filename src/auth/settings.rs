@@ -15,8 +15,11 @@ pub enum AuthMode {
     /// No authentication: for loopback development and the conformance suite only.
     #[default]
     Off,
-    /// Bearer JWT access tokens from the configured issuers.
+    /// Bearer JWT access tokens from the configured issuers (and opaque tokens by introspection).
     Jwt,
+    /// Tokens minted by `toolgate dev-token` with a local key: real bearer-token behaviour on
+    /// loopback without an identity provider.
+    Dev,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -42,6 +45,10 @@ pub struct AuthSettings {
     pub tool_scopes: BTreeMap<String, Vec<String>>,
     /// How often issuer keys are refreshed in the background.
     pub jwks_refresh_secs: u64,
+    /// Dev mode: where the local signing key lives (created on first use, mode 0600).
+    pub dev_key_file: std::path::PathBuf,
+    /// Dev mode serves on a non-loopback address only when this is true.
+    pub dev_allow_public_bind: bool,
 }
 
 impl Default for AuthSettings {
@@ -56,6 +63,8 @@ impl Default for AuthSettings {
             required_scopes: vec!["mcp:tools".into()],
             tool_scopes: BTreeMap::new(),
             jwks_refresh_secs: 300,
+            dev_key_file: std::path::PathBuf::from(".toolgate/dev-signing.key"),
+            dev_allow_public_bind: false,
         }
     }
 }
@@ -63,7 +72,7 @@ impl Default for AuthSettings {
 impl AuthSettings {
     /// Checks the combination; the message names the setting to fix.
     pub fn validate(&self) -> Result<(), String> {
-        if self.mode == AuthMode::Off {
+        if matches!(self.mode, AuthMode::Off | AuthMode::Dev) {
             return Ok(());
         }
         let resource = self
