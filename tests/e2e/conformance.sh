@@ -18,6 +18,7 @@
 #                       holds server.log and, per run, <run>.log and <run>/<scenario>/checks.json
 #   CONFORMANCE_TIMEOUT seconds per run (default 900)
 #   PORT                loopback port for the server (default: a free one chosen by the OS)
+#   CONFORMANCE_AUTH    dev (default: bearer tokens required, sent by a preload) or off
 #   TOOLGATE_BIN        use this binary instead of running `cargo build`
 set -uo pipefail
 
@@ -75,6 +76,20 @@ stop_server() {
 trap stop_server EXIT
 trap 'exit 130' INT TERM
 
+# The DNS-rebinding scenario only passes for a localhost URL.
+URL="http://localhost:$PORT/mcp"
+
+# With CONFORMANCE_AUTH=dev (the default) the server requires bearer tokens (dev mode, a key of
+# its own in $OUT) and the suite sends one through tests/e2e/lib/bearer-preload.mjs, so every
+# scenario also proves the auth layer lets a valid token through, in both eras.
+AUTH="${CONFORMANCE_AUTH:-dev}"
+case "$AUTH" in
+  dev)
+    export TOOLGATE__AUTH__MODE=dev TOOLGATE__AUTH__DEV_KEY_FILE="$OUT/dev-signing.key" TOOLGATE__AUTH__RESOURCE="$URL" ;;
+  off) ;;
+  *) die "CONFORMANCE_AUTH must be dev or off, not '$AUTH'" 2 ;;
+esac
+
 TOOLGATE__SERVER__BIND="127.0.0.1:$PORT" "$BIN" serve --config "$CONFIG" >"$OUT/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 100); do
@@ -84,9 +99,18 @@ for _ in $(seq 1 100); do
 done
 curl -fsS -o /dev/null "http://127.0.0.1:$PORT/healthz" || die "the server did not answer /healthz on port $PORT within 10 s" 3
 
-# The DNS-rebinding scenario only passes for a localhost URL.
-URL="http://localhost:$PORT/mcp"
-echo "toolgate pid $SERVER_PID at $URL; results in $OUT" >&2
+echo "toolgate pid $SERVER_PID at $URL (auth: $AUTH); results in $OUT" >&2
+
+PRELOAD=()
+if [ "$AUTH" = dev ]; then
+  # Auth must really be on: a request without a token is refused.
+  code="$(curl -s -o /dev/null -w '%{http_code}' -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+    --data '{"jsonrpc":"2.0","id":1,"method":"ping"}' "$URL")"
+  [ "$code" = 401 ] || die "auth.mode=dev but a request without a token got HTTP $code, not 401" 3
+  TOKEN="$(TOOLGATE__SERVER__BIND="127.0.0.1:$PORT" "$BIN" dev-token --config "$CONFIG" --subject conformance)" || die "toolgate dev-token failed" 3
+  export MCP_TOKEN="$TOKEN" MCP_URL="$URL"
+  PRELOAD=(--import "$ROOT/tests/e2e/lib/bearer-preload.mjs")
+fi
 
 # --- the runs ------------------------------------------------------------------------------
 # Prints the failing checks and one summary line of a run; exits 1 if the run failed.
@@ -145,7 +169,7 @@ for run in $RUNS; do
   esac
   echo "=== $run (conformance $("$NODE" "$dir/$CLI_SUFFIX" --version 2>/dev/null)) ==="
   # The CLI resolves its own files relative to the package, so run it from its install dir.
-  (cd "$dir" && timeout -k 5 "$RUN_TIMEOUT" "$NODE" "$CLI_SUFFIX" server --url "$URL" "${args[@]}" -o "$OUT/$run") >"$OUT/$run.log" 2>&1
+  (cd "$dir" && UNDICI_FROM="$dir/package.json" timeout -k 5 "$RUN_TIMEOUT" "$NODE" "${PRELOAD[@]}" "$CLI_SUFFIX" server --url "$URL" "${args[@]}" -o "$OUT/$run") >"$OUT/$run.log" 2>&1
   rc=$?
   report="$(RUN_TIMEOUT="$RUN_TIMEOUT" summarize "$run" "$OUT/$run" "$OUT/$run.log" "$rc")" || failed=1
   echo "$report"

@@ -14,6 +14,7 @@ status 0 only if every check passed.
 """
 
 import argparse
+import os
 import importlib.metadata
 import json
 import sys
@@ -72,11 +73,14 @@ class GetWatcher(httpx.AsyncBaseTransport):
 
 async def open_session(stack: AsyncExitStack, args: argparse.Namespace, on_message: Any = None) -> tuple[ClientSession, Any, GetWatcher]:
     watcher = GetWatcher()
+    # MCP_TOKEN: a bearer token for a server with auth on, sent on every request.
+    token = os.environ.get("MCP_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else None
     if args.transport == "sse":
-        streams = await stack.enter_async_context(sse_client(args.url, timeout=30, sse_read_timeout=300))
+        streams = await stack.enter_async_context(sse_client(args.url, headers=headers, timeout=30, sse_read_timeout=300))
     else:
         client = await stack.enter_async_context(
-            httpx.AsyncClient(transport=watcher, timeout=httpx.Timeout(30.0, read=300.0), follow_redirects=True)
+            httpx.AsyncClient(transport=watcher, headers=headers, timeout=httpx.Timeout(30.0, read=300.0), follow_redirects=True)
         )
         streams = await stack.enter_async_context(streamable_http_client(args.url, http_client=client))
     timeout: Any = float(args.request_timeout) if SDK_MAJOR >= 2 else timedelta(seconds=args.request_timeout)

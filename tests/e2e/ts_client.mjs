@@ -63,9 +63,12 @@ async function openSession(onListChanged) {
     return response;
   };
   const url = new URL(args.url);
+  // MCP_TOKEN: a bearer token for a server with auth on; the SDK adds these headers to every
+  // request of either transport.
+  const requestInit = process.env.MCP_TOKEN ? { headers: { Authorization: `Bearer ${process.env.MCP_TOKEN}` } } : undefined;
   conn.transport = args.transport === 'sse'
-    ? new SSEClientTransport(url, { fetch: fetchWatching })
-    : new StreamableHTTPClientTransport(url, { fetch: fetchWatching });
+    ? new SSEClientTransport(url, { fetch: fetchWatching, requestInit })
+    : new StreamableHTTPClientTransport(url, { fetch: fetchWatching, requestInit });
   const setVersion = conn.transport.setProtocolVersion.bind(conn.transport);
   conn.transport.setProtocolVersion = (v) => { conn.protocolVersion = v; setVersion(v); };
   conn.client = new Client({ name: 'toolgate-e2e-ts', version: sdkVersion }, { capabilities: {} });
