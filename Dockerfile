@@ -16,6 +16,11 @@
 # published port sends. Behind a load balancer or ingress, set TOOLGATE__SERVER__ALLOWED_HOSTS to the
 # public host name(s) clients use (comma-separated), and ALLOWED_ORIGINS for browser clients.
 #
+# Authentication: the default auth mode ("dev") only serves on loopback, so the container (which
+# binds 0.0.0.0) refuses to start until auth is configured: TOOLGATE__AUTH__MODE=jwt with
+# TOOLGATE__AUTH__RESOURCE and [[auth.issuers]] in a mounted config file (deploy/auth/ has
+# guides per identity provider), or TOOLGATE__AUTH__MODE=off by explicit choice.
+#
 # Shutdown: on SIGTERM in-flight work gets server.shutdown_grace_secs (20 s by default) to finish;
 # give the container longer than that before it is killed (docker stop -t 30, Kubernetes
 # terminationGracePeriodSeconds: 30).

@@ -12,13 +12,13 @@ use super::jwt::IssuerSettings;
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum AuthMode {
-    /// No authentication: for loopback development and the conformance suite only.
-    #[default]
+    /// No authentication: only by explicit choice (the conformance configuration uses it).
     Off,
     /// Bearer JWT access tokens from the configured issuers (and opaque tokens by introspection).
     Jwt,
     /// Tokens minted by `toolgate dev-token` with a local key: real bearer-token behaviour on
-    /// loopback without an identity provider.
+    /// loopback without an identity provider. The default; refuses non-loopback binds.
+    #[default]
     Dev,
 }
 
@@ -54,7 +54,7 @@ pub struct AuthSettings {
 impl Default for AuthSettings {
     fn default() -> Self {
         Self {
-            mode: AuthMode::Off,
+            mode: AuthMode::Dev,
             resource: None,
             authorization_servers: Vec::new(),
             resource_documentation: None,

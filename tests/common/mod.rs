@@ -31,6 +31,9 @@ impl TestServer {
     /// Starts with adjusted settings (port 0, examples pack on by default).
     pub async fn with(adjust: impl FnOnce(&mut Settings)) -> Self {
         let mut settings = Settings::default();
+        // Protocol tests run without auth (by explicit choice, as production never would);
+        // the auth tests turn it on themselves.
+        settings.auth.mode = toolgate::auth::settings::AuthMode::Off;
         settings.server.shutdown_grace_secs = 2;
         settings.sse.keep_alive_secs = 5;
         adjust(&mut settings);
