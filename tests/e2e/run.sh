@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # End-to-end tests: the real toolgate binary driven by the official MCP client SDKs (Python mcp
-# 1.x and 2.x, TypeScript), over Streamable HTTP and the legacy HTTP+SSE transport, then the
-# official conformance suite (tests/e2e/conformance.sh, when present). Needs tests/e2e/setup.sh
-# to have run. The last line is always `e2e: N passed, M failed`; exit status 0 only if M is 0.
+# 1.x and 2.x, TypeScript), over Streamable HTTP and the legacy HTTP+SSE transport, then OAuth
+# end to end against a real authorization server (tests/e2e/oauth.sh), then the official
+# conformance suite (tests/e2e/conformance.sh, when present). Needs tests/e2e/setup.sh to have
+# run. The last line is always `e2e: N passed, M failed`; exit status 0 only if M is 0.
 #
 # Environment:
 #   HARNESS_DIR            where setup.sh installed the clients (default ~/.cache/toolgate-e2e)
 #   E2E_PROFILE            cargo profile of the server binary: debug (default) or release
 #   E2E_PORTS              loopback ports to try for the server, FIRST-LAST (default 18200-18299)
 #   E2E_CLIENT_TIMEOUT     seconds each client run may take (default 120)
+#   E2E_OAUTH_TIMEOUT      seconds tests/e2e/oauth.sh may take (default 600)
 #   E2E_CONFORMANCE_TIMEOUT  seconds tests/e2e/conformance.sh may take (default 1500)
 set -euo pipefail
 
@@ -18,6 +20,7 @@ export HARNESS_DIR="${HARNESS_DIR:-$HOME/.cache/toolgate-e2e}"
 PROFILE="${E2E_PROFILE:-debug}"
 PORTS="${E2E_PORTS:-18200-18299}"
 CLIENT_TIMEOUT="${E2E_CLIENT_TIMEOUT:-120}"
+OAUTH_TIMEOUT="${E2E_OAUTH_TIMEOUT:-600}"
 CONFORMANCE_TIMEOUT="${E2E_CONFORMANCE_TIMEOUT:-1500}"
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/toolgate-e2e.XXXXXX")"
 
@@ -46,7 +49,7 @@ case "$PROFILE" in
 esac
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE/toolgate"
 [ -x "$BIN" ] || { log "no binary at $BIN" && exit 2; }
-export TOOLGATE_BIN="$BIN" # for conformance.sh
+export TOOLGATE_BIN="$BIN" # for oauth.sh and conformance.sh
 
 # ---- server ---------------------------------------------------------------------------------
 # GET /healthz with bash alone (no curl on a fresh machine): true on an HTTP 200 answer.
@@ -65,7 +68,9 @@ start_server() {
   local first="${PORTS%-*}" last="${PORTS#*-}" port
   for ((port = first; port <= last; port++)); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then continue; fi # something listens there
+    # Default auth (dev mode): every client sends a token minted below with this key.
     TOOLGATE__SERVER__BIND="127.0.0.1:$port" \
+      TOOLGATE__AUTH__DEV_KEY_FILE="$LOGS/dev-signing.key" \
       TOOLGATE__TOOLS__PACKS__CONFORMANCE=true \
       TOOLGATE__TOOLS__PAGE_SIZE=4 \
       TOOLGATE__LOG__FORMAT=json \
@@ -126,7 +131,14 @@ if ! start_server; then
 fi
 MCP="http://127.0.0.1:$SERVER_PORT/mcp"
 SSE="http://127.0.0.1:$SERVER_PORT/sse"
-log "toolgate $("$BIN" --version | cut -d' ' -f2) on 127.0.0.1:$SERVER_PORT (conformance pack on, page size 4); logs in $LOGS"
+# The server runs with its default auth (dev mode): the clients authenticate with a dev token.
+if ! MCP_TOKEN="$(TOOLGATE__SERVER__BIND="127.0.0.1:$SERVER_PORT" TOOLGATE__AUTH__DEV_KEY_FILE="$LOGS/dev-signing.key" "$BIN" dev-token --subject e2e)"; then
+  record "dev-token" 1
+  echo "e2e: $passed passed, $failed failed"
+  exit 1
+fi
+export MCP_TOKEN
+log "toolgate $("$BIN" --version | cut -d' ' -f2) on 127.0.0.1:$SERVER_PORT (dev-mode auth, conformance pack on, page size 4); logs in $LOGS"
 
 [ -d "$HARNESS_DIR/node" ] || log "HARNESS_DIR=$HARNESS_DIR has no clients: run tests/e2e/setup.sh first"
 for v in 1 2; do
@@ -145,6 +157,14 @@ else
   tail -n 50 "$LOGS/server.log" >&2
 fi
 stop_server
+unset MCP_TOKEN # the next checks run servers of their own, with tokens of their own
+
+# ---- OAuth end to end (starts its own authorization server and server) ----------------------
+# One check here; oauth.sh prints a PASS/FAIL line for each of its own.
+rc=0
+E2E_CLIENT_TIMEOUT="$CLIENT_TIMEOUT" timeout -k 10 "$OAUTH_TIMEOUT" bash "$E2E/oauth.sh" || rc=$?
+[ "$rc" = 124 ] && log "oauth.sh: killed after ${OAUTH_TIMEOUT}s"
+record "oauth" "$rc"
 
 # ---- conformance suite (starts its own server) ----------------------------------------------
 if [ -f "$E2E/conformance.sh" ]; then

