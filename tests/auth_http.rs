@@ -267,3 +267,29 @@ async fn a_preflight_needs_no_token() {
         .expect("sent");
     assert!(res.status().is_success(), "{}", res.status());
 }
+
+#[tokio::test]
+async fn method_classes_can_need_their_own_scopes() {
+    let idp = Issuer::start().await;
+    let url = idp.url.clone();
+    let s = TestServer::with(move |c| {
+        c.auth.mode = AuthMode::Jwt;
+        c.auth.resource = Some(RESOURCE.into());
+        c.auth.issuers = vec![issuer_settings(&url)];
+        c.auth.method_scopes.insert("tools/call".into(), vec!["tools:call".into()]);
+    })
+    .await;
+    let reader = idp.token("alice", "mcp:tools");
+    let sid = init_with(&s, &reader).await;
+    let auth = format!("Bearer {reader}");
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+    assert_eq!(s.post(list, &[("authorization", &auth), ("mcp-session-id", &sid)]).await.status(), 200);
+    let call = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"calculate_sum","arguments":{"a":1,"b":2}}}"#;
+    let res = s.post(call, &[("authorization", &auth), ("mcp-session-id", &sid)]).await;
+    assert_eq!(res.status(), 403);
+    assert!(challenge(&res).contains(r#"scope="mcp:tools tools:call""#), "what it has plus what is missing: {}", challenge(&res));
+
+    let caller = idp.token("alice", "mcp:tools tools:call");
+    let res = s.post(call, &[("authorization", &format!("Bearer {caller}")), ("mcp-session-id", &sid)]).await;
+    assert_eq!(res.status(), 200, "the same principal with the scope continues its session");
+}

@@ -23,6 +23,7 @@ use crate::transport::headers;
 
 /// Verifies tokens and builds challenges.
 pub struct Authenticator {
+    settings: AuthSettings,
     verifier: Option<Arc<JwtVerifier>>,
     introspector: Option<Arc<Introspector>>,
     metadata: String,
@@ -53,7 +54,13 @@ pub enum Refusal {
 impl Authenticator {
     pub fn new(settings: &AuthSettings, verifier: Option<Arc<JwtVerifier>>, introspector: Option<Arc<Introspector>>) -> Self {
         let resource = settings.resource.clone().unwrap_or_default();
-        Self { verifier, introspector, metadata: metadata_url(&resource), required: settings.required_scopes.clone() }
+        Self {
+            settings: settings.clone(),
+            verifier,
+            introspector,
+            metadata: metadata_url(&resource),
+            required: settings.required_scopes.clone(),
+        }
     }
 
     /// The JWT verifier, when JWT issuers are configured.
@@ -89,6 +96,22 @@ impl Authenticator {
             return Err(Refusal::InsufficientScope(needed));
         }
         Ok(principal)
+    }
+
+    /// Whether the principal holds the scopes `method` needs (its class's and its own);
+    /// otherwise the refusal lists what it has plus what is missing.
+    pub fn check_method(&self, principal: &Principal, method: &str) -> Result<(), Refusal> {
+        let missing: Vec<String> = self.settings.scopes_for_method(method).filter(|s| !principal.has_scope(s)).cloned().collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let mut needed: Vec<String> = principal.scopes.iter().cloned().collect();
+        for s in missing {
+            if !needed.contains(&s) {
+                needed.push(s);
+            }
+        }
+        Err(Refusal::InsufficientScope(needed))
     }
 
     /// The HTTP answer for a refusal.

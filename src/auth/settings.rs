@@ -40,6 +40,10 @@ pub struct AuthSettings {
     pub introspection: Option<IntrospectionSettings>,
     /// Scopes every MCP request needs (`tools/list`, `tools/call`, …).
     pub required_scopes: Vec<String>,
+    /// Extra scopes per MCP method class (`tools`, `resources`, `prompts`, `completion`, …: the
+    /// part before the `/`) or per exact method (`tools/call`). Checked after the body is read;
+    /// a token without them gets 403 `insufficient_scope` naming them.
+    pub method_scopes: BTreeMap<String, Vec<String>>,
     /// Extra scopes per tool name. A caller without them does not see the tool in
     /// `tools/list` and gets "Unknown tool" if it calls it: nothing is revealed.
     pub tool_scopes: BTreeMap<String, Vec<String>>,
@@ -61,6 +65,7 @@ impl Default for AuthSettings {
             issuers: Vec::new(),
             introspection: None,
             required_scopes: vec!["mcp:tools".into()],
+            method_scopes: BTreeMap::new(),
             tool_scopes: BTreeMap::new(),
             jwks_refresh_secs: 300,
             dev_key_file: std::path::PathBuf::from(".toolgate/dev-signing.key"),
@@ -106,9 +111,22 @@ impl AuthSettings {
         servers
     }
 
+    /// The scopes a method needs beyond `required_scopes`: its class's and its own.
+    pub fn scopes_for_method<'a>(&'a self, method: &str) -> impl Iterator<Item = &'a String> + 'a {
+        let class = method.split('/').next().unwrap_or(method).to_owned();
+        let exact = method.to_owned();
+        self.method_scopes.iter().filter(move |(k, _)| **k == class || **k == exact).flat_map(|(_, v)| v.iter())
+    }
+
     /// Every scope this server knows, for `scopes_supported`.
     pub fn scopes_supported(&self) -> Vec<String> {
-        let mut all: Vec<String> = self.required_scopes.iter().chain(self.tool_scopes.values().flatten()).cloned().collect();
+        let mut all: Vec<String> = self
+            .required_scopes
+            .iter()
+            .chain(self.method_scopes.values().flatten())
+            .chain(self.tool_scopes.values().flatten())
+            .cloned()
+            .collect();
         all.sort();
         all.dedup();
         all

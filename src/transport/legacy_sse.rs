@@ -91,6 +91,11 @@ pub async fn message(
         Ok(m) => m,
         Err(bad) => return headers::error(StatusCode::BAD_REQUEST, bad.id.as_ref(), &bad.error),
     };
+    if let Incoming::Request(req) = &message {
+        if let Some(refusal) = streamable::method_refusal(&app, principal.as_deref(), &req.method) {
+            return refusal;
+        }
+    }
     session.touch();
     match message {
         Incoming::Notification(n) => streamable::on_notification(&session, &n),

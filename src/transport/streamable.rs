@@ -53,10 +53,22 @@ pub async fn post(
         Ok(message) => message,
         Err(bad) => return headers::error(StatusCode::BAD_REQUEST, bad.id.as_ref(), &bad.error),
     };
+    if let Incoming::Request(req) = &message {
+        if let Some(refusal) = method_refusal(&app, principal.as_deref(), &req.method) {
+            return refusal;
+        }
+    }
     if is_modern(&headers, &message) {
         return modern::post(&app, &headers, message, principal).await;
     }
     legacy(&app, &headers, message, principal).await
+}
+
+/// Scopes per method class, decided at the HTTP layer once the method is known: the 403
+/// `insufficient_scope` answer (with the gate's challenge) when the caller lacks them.
+pub(crate) fn method_refusal(app: &AppState, principal: Option<&Principal>, method: &str) -> Option<Response<Body>> {
+    let (Some(auth), Some(principal)) = (&app.auth, principal) else { return None };
+    auth.check_method(principal, method).err().map(|refusal| auth.refuse(&refusal))
 }
 
 /// Reads the body within the size limit and parses it as JSON; the error is the HTTP answer.
@@ -270,6 +282,11 @@ async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>, principal
     }
     let mut messages = Vec::with_capacity(items.len());
     for item in items {
+        if let Some(method) = item.get("method").and_then(Value::as_str) {
+            if let Some(refusal) = method_refusal(app, principal.as_deref(), method) {
+                return refusal;
+            }
+        }
         match Incoming::from_value(item) {
             Ok(Incoming::Request(r)) if r.method == "initialize" => {
                 return headers::error(
