@@ -36,7 +36,6 @@ use crate::transport::{legacy_sse, streamable};
 pub struct AppState(Arc<Shared>);
 
 /// What `AppState` points to.
-#[derive(Debug)]
 pub struct Shared {
     pub server: Arc<McpServer>,
     pub sessions: Arc<SessionStore>,
@@ -46,6 +45,14 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// The bearer gate; `None` when `auth.mode = "off"`.
     pub auth: Option<Arc<Authenticator>>,
+    /// Rate limits; `None` when `limits.enabled = false`.
+    pub limiter: Option<Arc<dyn crate::limits::Limiter>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("server", &self.server).field("sessions", &self.sessions).field("auth", &self.auth).finish_non_exhaustive()
+    }
 }
 
 impl std::ops::Deref for AppState {
@@ -108,8 +115,14 @@ impl AppState {
                 Some(Arc::new(Authenticator::new(auth, verifier, introspector)))
             }
         };
+        let limiter: Option<Arc<dyn crate::limits::Limiter>> = if settings.limits.enabled {
+            Some(Arc::new(crate::limits::LocalLimiter::new(&settings.limits).map_err(|e| anyhow::anyhow!("invalid [limits]: {e}"))?))
+        } else {
+            None
+        };
         Ok(Self(Arc::new(Shared {
             auth,
+            limiter,
             sessions: Arc::new(SessionStore::new(settings.sessions.clone(), settings.sse.replay_events)),
             listeners: Arc::new(Listeners::default()),
             server,
@@ -214,6 +227,9 @@ async fn ready(axum::extract::State(state): axum::extract::State<AppState>) -> (
 
 /// Starts the background tasks: change fan-out and session expiry.
 fn spawn_background(state: &AppState) {
+    if let Some(limiter) = &state.limiter {
+        crate::limits::spawn_housekeeping(limiter.clone(), state.settings.limits.housekeeping_interval(), state.shutdown.clone());
+    }
     if let Some(verifier) = state.auth.as_ref().and_then(|a| a.verifier()) {
         verifier.spawn_refresh(Duration::from_secs(state.settings.auth.jwks_refresh_secs.max(30)), state.shutdown.clone());
     }

@@ -17,6 +17,9 @@ pub struct Settings {
     pub tools: ToolSettings,
     pub log: LogSettings,
     pub auth: crate::auth::settings::AuthSettings,
+    pub storage: crate::store::StorageSettings,
+    pub audit: crate::audit::AuditSettings,
+    pub limits: crate::limits::LimitSettings,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -130,11 +133,25 @@ pub struct ToolSettings {
     pub default_timeout_secs: u64,
     /// Directory the CSV analysis tool may read (nothing outside it).
     pub csv_dir: PathBuf,
+    /// Tool calls running at once across the server; more wait in the queue.
+    pub max_concurrent_calls: usize,
+    /// Calls waiting for a slot at most; beyond it a call is refused at once.
+    pub max_queued_calls: usize,
+    /// Characters of text a tool result may carry unless the tool sets its own limit.
+    pub default_char_limit: usize,
 }
 
 impl Default for ToolSettings {
     fn default() -> Self {
-        Self { packs: PackSettings::default(), page_size: 50, default_timeout_secs: 60, csv_dir: PathBuf::from("data") }
+        Self {
+            packs: PackSettings::default(),
+            page_size: 50,
+            default_timeout_secs: 60,
+            csv_dir: PathBuf::from("data"),
+            max_concurrent_calls: 256,
+            max_queued_calls: 1024,
+            default_char_limit: 25_000,
+        }
     }
 }
 
@@ -220,10 +237,16 @@ impl Settings {
         if self.sse.stream_buffer == 0 || self.sse.keep_alive_secs == 0 {
             return invalid("sse", "stream_buffer and keep_alive_secs must be at least 1");
         }
+        if self.tools.max_concurrent_calls == 0 || self.tools.default_char_limit < 100 {
+            return invalid("tools", "max_concurrent_calls must be at least 1 and default_char_limit at least 100");
+        }
         if self.tools.default_timeout_secs == 0 {
             return invalid("tools.default_timeout_secs", "must be at least 1");
         }
         self.auth.validate().map_err(|reason| ConfigError::Invalid { key: "auth", reason })?;
+        self.storage.validate().map_err(|reason| ConfigError::Invalid { key: "storage", reason })?;
+        self.audit.validate().map_err(|reason| ConfigError::Invalid { key: "audit", reason })?;
+        self.limits.validate().map_err(|reason| ConfigError::Invalid { key: "limits", reason })?;
         if self.auth.mode == crate::auth::settings::AuthMode::Dev
             && !self.server.bind.ip().is_loopback()
             && !self.auth.dev_allow_public_bind

@@ -6,14 +6,17 @@
 //! against, and [`packs`] ships built-in tools. [`app`] wires it together.
 
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod bus;
 pub mod catalog;
 pub mod config;
+pub mod limits;
 pub mod packs;
 pub mod protocol;
 pub mod server;
 pub mod session;
+pub mod store;
 pub mod telemetry;
 pub mod tool;
 pub mod transport;

@@ -51,6 +51,78 @@ enum Command {
         #[arg(long, short, env = "TOOLGATE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Apply the database migrations embedded in this binary (also done at start-up).
+    Migrate {
+        #[arg(long, short, env = "TOOLGATE_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Read or prune the audit log.
+    Audit {
+        #[arg(long, short, env = "TOOLGATE_CONFIG", global = true)]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AuditCommand {
+    /// Print matching records as JSON lines, oldest first.
+    Query {
+        #[command(flatten)]
+        filter: AuditFilterArgs,
+    },
+    /// Export matching records as JSON lines or CSV to stdout.
+    Export {
+        #[arg(long, default_value = "jsonl")]
+        format: toolgate::audit::ExportFormat,
+        #[command(flatten)]
+        filter: AuditFilterArgs,
+    },
+    /// Delete records older than the retention period.
+    Prune {
+        /// Age in days; default `audit.retention_days`.
+        #[arg(long)]
+        older_than_days: Option<u32>,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+struct AuditFilterArgs {
+    /// RFC 3339 time, inclusive.
+    #[arg(long, value_parser = parse_rfc3339)]
+    since: Option<time::OffsetDateTime>,
+    /// RFC 3339 time, exclusive.
+    #[arg(long, value_parser = parse_rfc3339)]
+    until: Option<time::OffsetDateTime>,
+    #[arg(long)]
+    tool: Option<String>,
+    #[arg(long)]
+    subject: Option<String>,
+    #[arg(long)]
+    outcome: Option<toolgate::audit::Outcome>,
+    #[arg(long)]
+    kind: Option<toolgate::audit::EventKind>,
+    #[arg(long)]
+    limit: Option<u64>,
+}
+
+impl AuditFilterArgs {
+    fn into_filter(self) -> toolgate::audit::AuditFilter {
+        toolgate::audit::AuditFilter {
+            since: self.since,
+            until: self.until,
+            tool: self.tool,
+            subject: self.subject,
+            outcome: self.outcome,
+            kind: self.kind,
+            limit: self.limit,
+        }
+    }
+}
+
+fn parse_rfc3339(s: &str) -> Result<time::OffsetDateTime, String> {
+    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).map_err(|e| format!("not an RFC 3339 time ({e})"))
 }
 
 #[tokio::main]
@@ -87,6 +159,27 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let _ = writeln!(std::io::stdout(), "{token}");
             Ok(())
         }
+        Command::Migrate { config } => {
+            let settings = Settings::load(config.as_deref())?;
+            let store = toolgate::store::Store::connect(&settings.storage).await?;
+            use std::io::Write as _;
+            let mut out = std::io::stdout();
+            for (version, description) in store.embedded_migrations() {
+                let _ = writeln!(out, "{} {version} {description}", store.backend_name());
+            }
+            let _ = writeln!(out, "{}: schema up to date", store.backend_name());
+            store.close().await;
+            Ok(())
+        }
+        Command::Audit { config, command } => {
+            let settings = Settings::load(config.as_deref())?;
+            // Reads need no migration, but prune and reads of an empty database are clearer
+            // with the table present; migrating is idempotent.
+            let store = toolgate::store::Store::connect(&settings.storage).await?;
+            let result = audit_command(&settings, &store, command).await;
+            store.close().await;
+            result
+        }
         Command::Healthcheck { config } => {
             let settings = Settings::load(config.as_deref())?;
             healthcheck(settings.server.bind).await
@@ -103,6 +196,26 @@ async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+async fn audit_command(settings: &Settings, store: &toolgate::store::Store, command: AuditCommand) -> anyhow::Result<()> {
+    use toolgate::audit::{ExportFormat, export, prune};
+    match command {
+        AuditCommand::Query { filter } => {
+            export(store, &filter.into_filter(), ExportFormat::Jsonl, std::io::stdout().lock()).await?;
+        }
+        AuditCommand::Export { format, filter } => {
+            export(store, &filter.into_filter(), format, std::io::stdout().lock()).await?;
+        }
+        AuditCommand::Prune { older_than_days } => {
+            let days = older_than_days.unwrap_or(settings.audit.retention_days);
+            anyhow::ensure!(days > 0, "nothing to prune: audit.retention_days is 0 (keep forever); pass --older-than-days N");
+            let cutoff = time::OffsetDateTime::now_utc() - time::Duration::days(i64::from(days));
+            let deleted = prune(store, cutoff).await?;
+            eprintln!("deleted {deleted} audit records older than {days} days");
+        }
+    }
+    Ok(())
 }
 
 /// A minimal HTTP/1.1 GET of /healthz. Hand-written on purpose: the binary has no HTTP client

@@ -8,7 +8,9 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, Response, StatusCode, header};
 use axum::middleware::Next;
 
@@ -195,12 +197,23 @@ pub async fn require(State(app): State<AppState>, mut request: Request, next: Ne
     if request.method() == axum::http::Method::OPTIONS {
         return next.run(request).await;
     }
+    // Brute force is refused before any verification work (per client address).
+    let ip = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    if let (Some(limiter), Some(ip)) = (&app.limiter, ip) {
+        if let Err(rejection) = limiter.check_auth_failure_allowed(ip) {
+            tracing::info!(%ip, "request refused: too many failed authentication attempts");
+            return rejection.http_response(None);
+        }
+    }
     match auth.authenticate(request.headers()).await {
         Ok(principal) => {
             request.extensions_mut().insert(Arc::new(principal));
             next.run(request).await
         }
         Err(refusal) => {
+            if let (Some(limiter), Some(ip), Refusal::Invalid(_) | Refusal::Malformed(_)) = (&app.limiter, ip, &refusal) {
+                limiter.record_auth_failure(ip);
+            }
             if !matches!(refusal, Refusal::Missing) {
                 tracing::info!(path = %request.uri().path(), refusal = ?refusal_kind(&refusal), "request refused by the bearer gate");
             }

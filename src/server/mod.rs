@@ -51,6 +51,8 @@ pub struct McpServer {
     pub bus: Arc<dyn EventBus>,
     pub settings: Arc<Settings>,
     pub state_signer: StateSigner,
+    /// The server-wide limit on tool calls running at once.
+    pub calls: crate::tool::bulkhead::Bulkhead,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -72,6 +74,7 @@ impl McpServer {
             prompts: PromptCatalog::new(bus.clone()),
             bus,
             state_signer: StateSigner::new(settings.server.state_secret.as_ref().map(crate::config::Secret::expose)),
+            calls: crate::tool::bulkhead::Bulkhead::new(settings.tools.max_concurrent_calls, settings.tools.max_queued_calls),
             settings,
         }
     }

@@ -8,7 +8,10 @@ use serde_json::{Map, Value, json};
 
 use super::{McpServer, RequestCtx};
 use crate::protocol::jsonrpc::{RpcError, code};
-use crate::protocol::{CallToolResult, Era};
+use crate::protocol::{CallToolResult, Content, Era};
+use crate::tool::RegisteredTool;
+use crate::tool::bulkhead::Refused;
+use tokio::sync::OwnedSemaphorePermit;
 use std::sync::Arc;
 
 use crate::tool::{ContextParts, Mrtr, ToolContext, ToolError, schema};
@@ -69,13 +72,31 @@ impl McpServer {
             mrtr: mrtr.clone(),
             principal: ctx.principal.clone(),
         });
+        // Waiting for a slot counts against the call's time budget.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let admitted = tokio::select! {
+            permits = self.admit(&tool) => permits,
+            () = tokio::time::sleep_until(deadline) => {
+                return to_value(CallToolResult::error(format!("The tool {name} timed out after {} seconds waiting for a free slot; the server is busy, retry shortly", timeout.as_secs())));
+            }
+            () = ctx.cancel.cancelled() => return Err(cancelled()),
+        };
+        let _permits = match admitted {
+            Ok(permits) => permits,
+            Err(Refused::QueueFull { running, queued }) => {
+                tracing::warn!(tool = name, running, queued, "tool call refused: concurrency queue full");
+                return to_value(CallToolResult::error(format!(
+                    "The server is busy ({running} calls running, {queued} waiting); retry {name} in a few seconds"
+                )));
+            }
+        };
         let run = AssertUnwindSafe((tool.tool.handler)(context)).catch_unwind();
         let ended = tokio::select! {
             outcome = run => match outcome {
                 Ok(result) => Ended::Done(result),
                 Err(_) => Ended::Panicked,
             },
-            () = tokio::time::sleep(timeout) => Ended::TimedOut(timeout.as_secs()),
+            () = tokio::time::sleep_until(deadline) => Ended::TimedOut(timeout.as_secs()),
             () = ctx.cancel.cancelled() => Ended::Cancelled,
         };
         // Whatever ended the call, the tool's own work stops now.
@@ -108,6 +129,8 @@ impl McpServer {
             Ended::Done(Err(e)) => CallToolResult::error(e.to_string()),
         };
 
+        let limit = tool.tool.char_limit.unwrap_or(self.settings.tools.default_char_limit);
+        let result = truncate_text(result, limit);
         if let (Some(validator), false) = (&tool.output, result.is_error) {
             let problem = match &result.structured_content {
                 None => Some("no structuredContent".to_owned()),
@@ -119,6 +142,17 @@ impl McpServer {
             }
         }
         to_value(result.for_version(ctx.version))
+    }
+
+    /// Permits for a call: the tool's own limit first (so a slow tool queues behind itself
+    /// without holding server-wide slots), then the server-wide one.
+    async fn admit(&self, tool: &RegisteredTool) -> Result<(Option<OwnedSemaphorePermit>, OwnedSemaphorePermit), Refused> {
+        let own = match &tool.bulkhead {
+            Some(b) => Some(b.acquire().await?),
+            None => None,
+        };
+        let global = self.calls.acquire().await?;
+        Ok((own, global))
     }
 
     /// The modern answer for work that needs client input first (MRTR): the input requests
@@ -149,9 +183,54 @@ fn cancelled() -> RpcError {
     RpcError::new(code::TRANSPORT, "Request cancelled")
 }
 
+/// Cuts text content beyond `limit` characters (across all text blocks) and says so, in words
+/// that tell the model how to get a smaller answer.
+fn truncate_text(mut result: CallToolResult, limit: usize) -> CallToolResult {
+    let mut budget = limit;
+    let mut cut = false;
+    for block in &mut result.content {
+        let Content::Text { text, .. } = block else { continue };
+        if cut {
+            text.clear();
+            continue;
+        }
+        let chars = text.chars().count();
+        if chars <= budget {
+            budget -= chars;
+            continue;
+        }
+        let end = text.char_indices().nth(budget).map_or(text.len(), |(i, _)| i);
+        text.truncate(end);
+        text.push_str(&format!(
+            "\n\n[Output truncated at {limit} characters. Ask for less: use the tool's filters, pagination (limit/offset/cursor) or a narrower range.]"
+        ));
+        cut = true;
+    }
+    if cut {
+        result.content.retain(|b| !matches!(b, Content::Text { text, .. } if text.is_empty()));
+    }
+    result
+}
+
 fn to_value(result: CallToolResult) -> Result<Value, RpcError> {
     serde_json::to_value(result).map_err(|e| {
         tracing::error!(error = %e, "cannot serialize a tool result");
         RpcError::internal()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_beyond_the_limit_is_cut_with_guidance() {
+        let r = CallToolResult::new(vec![Content::text("é".repeat(80)), Content::text("x".repeat(50)), Content::image("AA==", "image/png")]);
+        let r = truncate_text(r, 100);
+        let Content::Text { text, .. } = &r.content[1] else { panic!("text") };
+        assert!(text.starts_with(&"x".repeat(20)) && text.contains("Output truncated at 100 characters"), "{text}");
+        assert_eq!(r.content.len(), 3, "non-text blocks stay");
+        let small = truncate_text(CallToolResult::text("short"), 100);
+        assert_eq!(small, CallToolResult::text("short"));
+    }
 }

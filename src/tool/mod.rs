@@ -18,6 +18,7 @@
 //! assert_eq!(tool.name(), "calculate_sum");
 //! ```
 
+pub mod bulkhead;
 mod context;
 mod registry;
 pub mod schema;
@@ -124,6 +125,10 @@ pub struct Tool {
     pub(crate) descriptor: ToolDescriptor,
     pub(crate) handler: Handler,
     pub(crate) timeout: Option<Duration>,
+    /// Most calls of this tool running at once (besides the server-wide limit).
+    pub(crate) concurrency: Option<usize>,
+    /// Most characters of text content returned; beyond it the text is truncated.
+    pub(crate) char_limit: Option<usize>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -149,6 +154,8 @@ impl Tool {
                 meta: None,
             },
             timeout: None,
+            concurrency: None,
+            char_limit: None,
         }
     }
 
@@ -166,6 +173,8 @@ impl Tool {
 pub struct ToolBuilder {
     descriptor: ToolDescriptor,
     timeout: Option<Duration>,
+    concurrency: Option<usize>,
+    char_limit: Option<usize>,
 }
 
 impl ToolBuilder {
@@ -214,11 +223,29 @@ impl ToolBuilder {
         self
     }
 
+    /// At most `n` calls of this tool run at once; others wait in the bounded queue.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n.max(1));
+        self
+    }
+
+    /// Overrides the server-wide limit on returned text characters for this tool.
+    pub fn char_limit(mut self, chars: usize) -> Self {
+        self.char_limit = Some(chars);
+        self
+    }
+
     pub fn handler<F, Fut>(self, handler: F) -> Tool
     where
         F: Fn(ToolContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ToolOutcome> + Send + 'static,
     {
-        Tool { descriptor: self.descriptor, handler: Arc::new(move |ctx| Box::pin(handler(ctx))), timeout: self.timeout }
+        Tool {
+            descriptor: self.descriptor,
+            handler: Arc::new(move |ctx| Box::pin(handler(ctx))),
+            timeout: self.timeout,
+            concurrency: self.concurrency,
+            char_limit: self.char_limit,
+        }
     }
 }

@@ -26,6 +26,8 @@ pub struct RegisteredTool {
     pub(crate) output: Option<Validator>,
     /// The `tools/list` entry, serialized once at registration.
     pub(crate) listing: Arc<Value>,
+    /// This tool's own concurrency limit, when it has one.
+    pub(crate) bulkhead: Option<super::bulkhead::Bulkhead>,
 }
 
 impl std::fmt::Debug for RegisteredTool {
@@ -51,7 +53,9 @@ impl RegisteredTool {
             }
         };
         let listing = serde_json::to_value(d).map_err(|e| format!("tool {:?}: {e}", d.name))?;
-        Ok(Self { tool, input, output, listing: Arc::new(listing) })
+        // A tool's own queue is as deep as its limit allows a burst to wait: 4 rounds.
+        let bulkhead = tool.concurrency.map(|n| super::bulkhead::Bulkhead::new(n, n.saturating_mul(4)));
+        Ok(Self { tool, input, output, listing: Arc::new(listing), bulkhead })
     }
 
     pub fn name(&self) -> &str {

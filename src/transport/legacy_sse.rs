@@ -61,6 +61,7 @@ pub struct SessionQuery {
 pub async fn message(
     State(app): State<AppState>,
     principal: Option<Extension<Arc<Principal>>>,
+    peer: Option<Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     Query(query): Query<SessionQuery>,
     headers: HeaderMap,
     body: Body,
@@ -94,6 +95,12 @@ pub async fn message(
     if let Incoming::Request(req) = &message {
         if let Some(refusal) = streamable::method_refusal(&app, principal.as_deref(), &req.method) {
             return refusal;
+        }
+        // Responses of this transport travel on the open SSE stream, so a rate-limit refusal
+        // does too, as a JSON-RPC error with the retry hint; the POST itself is accepted.
+        if let Some(rejection) = streamable::rate_limited(&app, principal.as_deref(), peer.map(|Extension(c)| c.0.ip()), req) {
+            send(&session, rejection.jsonrpc_message(Some(&req.id)).to_string()).await;
+            return headers::accepted();
         }
     }
     session.touch();

@@ -14,6 +14,9 @@ use super::headers::Rejection;
 use super::{headers, modern, sse};
 use crate::app::AppState;
 use crate::auth::principal::Principal;
+use crate::limits::ClientKey;
+use axum::extract::ConnectInfo;
+use std::net::{IpAddr, SocketAddr};
 use crate::protocol::jsonrpc::{self, Incoming, Notification, Request, RequestId, RpcError, code};
 use crate::protocol::{Era, ProtocolVersion};
 use crate::session::{ClientInfo, Session, SessionKind, parse_event_id};
@@ -25,10 +28,12 @@ use axum::response::IntoResponse as _;
 pub async fn post(
     State(app): State<AppState>,
     principal: Option<Extension<Arc<Principal>>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response<Body> {
     let principal = principal.map(|Extension(p)| p);
+    let ip = peer.map(|Extension(ConnectInfo(a))| a.ip());
     if !headers::is_json_body(&headers) {
         return headers::transport_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -57,6 +62,9 @@ pub async fn post(
         if let Some(refusal) = method_refusal(&app, principal.as_deref(), &req.method) {
             return refusal;
         }
+        if let Some(rejection) = rate_limited(&app, principal.as_deref(), ip, req) {
+            return rejection.http_response(Some(&req.id));
+        }
     }
     if is_modern(&headers, &message) {
         return modern::post(&app, &headers, message, principal).await;
@@ -69,6 +77,26 @@ pub async fn post(
 pub(crate) fn method_refusal(app: &AppState, principal: Option<&Principal>, method: &str) -> Option<Response<Body>> {
     let (Some(auth), Some(principal)) = (&app.auth, principal) else { return None };
     auth.check_method(principal, method).err().map(|refusal| auth.refuse(&refusal))
+}
+
+/// The rate limits a request runs into, if any: the client's (the principal, or the address
+/// without auth, never the session) and, for `tools/call`, the tool's.
+pub(crate) fn rate_limited(app: &AppState, principal: Option<&Principal>, ip: Option<IpAddr>, req: &Request) -> Option<crate::limits::Rejection> {
+    let limiter = app.limiter.as_ref()?;
+    let key = match (principal, ip) {
+        (Some(p), _) => ClientKey::from_principal(p),
+        (None, Some(ip)) => ClientKey::from_ip(ip),
+        (None, None) => return None,
+    };
+    if let Err(rejection) = limiter.check_request(&key) {
+        return Some(rejection);
+    }
+    if req.method == "tools/call" {
+        if let Some(tool) = req.params.get("name").and_then(Value::as_str) {
+            return limiter.check_tool(&key, tool).err();
+        }
+    }
+    None
 }
 
 /// Reads the body within the size limit and parses it as JSON; the error is the HTTP answer.

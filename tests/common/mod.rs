@@ -34,6 +34,8 @@ impl TestServer {
         // Protocol tests run without auth (by explicit choice, as production never would);
         // the auth tests turn it on themselves.
         settings.auth.mode = toolgate::auth::settings::AuthMode::Off;
+        // Likewise rate limits: protocol tests send bursts; the limit tests turn them on.
+        settings.limits.enabled = false;
         settings.server.shutdown_grace_secs = 2;
         settings.sse.keep_alive_secs = 5;
         adjust(&mut settings);

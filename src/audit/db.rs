@@ -1,0 +1,307 @@
+//! The audit table's SQL, once per dialect: batch insert, filtered read, prune.
+
+use std::borrow::Cow;
+
+use futures_util::TryStreamExt;
+use sqlx::{Postgres, QueryBuilder, Row, Sqlite};
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
+use time::{OffsetDateTime, PrimitiveDateTime, UtcOffset};
+use uuid::Uuid;
+
+use super::record::{AuditRecord, EventKind, Outcome};
+use crate::store::{Backend, Store};
+
+/// Rows per INSERT statement: 18 parameters a row stays under SQLite's 32766-parameter limit.
+const ROWS_PER_STATEMENT: usize = 1000;
+/// Rows per DELETE when pruning, so a large prune never holds the table for long.
+const PRUNE_CHUNK: i64 = 10_000;
+
+const COLUMNS: &str = "id, time, request_id, session_id, issuer, subject, client_id, client_ip, kind, tool, args_sha256, arguments, outcome, detail, duration_ms, result_bytes, replica_id, trace_id";
+
+/// SQLite's time column: fixed-width UTC text, so text order is time order.
+const SQLITE_TIME: &[BorrowedFormatItem<'static>] =
+    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z");
+
+/// Which records to read.
+#[derive(Clone, Debug, Default)]
+pub struct AuditFilter {
+    pub since: Option<OffsetDateTime>,
+    pub until: Option<OffsetDateTime>,
+    pub tool: Option<String>,
+    pub subject: Option<String>,
+    pub outcome: Option<Outcome>,
+    pub kind: Option<EventKind>,
+    pub limit: Option<u64>,
+}
+
+/// Inserts `records` in one transaction; rows whose id is already present are skipped, so a
+/// replayed batch never duplicates. Returns the number of rows actually inserted.
+pub async fn insert_batch(store: &Store, records: &[AuditRecord]) -> Result<u64, sqlx::Error> {
+    if records.is_empty() {
+        return Ok(0);
+    }
+    let mut inserted = 0;
+    match store.backend() {
+        Backend::Sqlite(pool) => {
+            let mut tx = pool.begin().await?;
+            for chunk in records.chunks(ROWS_PER_STATEMENT) {
+                let mut q = QueryBuilder::<Sqlite>::new(format!("INSERT INTO audit_log ({COLUMNS}) "));
+                q.push_values(chunk, |mut b, r| {
+                    b.push_bind(r.id.to_string())
+                        .push_bind(sqlite_time(r.time))
+                        .push_bind(text(&r.request_id))
+                        .push_bind(text(&r.session_id))
+                        .push_bind(text(&r.issuer))
+                        .push_bind(text(&r.subject))
+                        .push_bind(text(&r.client_id))
+                        .push_bind(text(&r.client_ip))
+                        .push_bind(r.kind.as_str())
+                        .push_bind(text(&r.tool))
+                        .push_bind(text(&r.args_sha256))
+                        .push_bind(r.arguments.as_ref().map(|a| a.to_string()))
+                        .push_bind(r.outcome.as_str())
+                        .push_bind(text(&r.detail))
+                        .push_bind(r.duration_ms.map(to_i64))
+                        .push_bind(r.result_bytes.map(to_i64))
+                        .push_bind(clean(&r.replica_id).into_owned())
+                        .push_bind(text(&r.trace_id));
+                });
+                q.push(" ON CONFLICT (id) DO NOTHING");
+                inserted += q.build().execute(&mut *tx).await?.rows_affected();
+            }
+            tx.commit().await?;
+        }
+        Backend::Postgres(pool) => {
+            let mut tx = pool.begin().await?;
+            for chunk in records.chunks(ROWS_PER_STATEMENT) {
+                let mut q = QueryBuilder::<Postgres>::new(format!("INSERT INTO audit_log ({COLUMNS}) "));
+                q.push_values(chunk, |mut b, r| {
+                    b.push_bind(r.id)
+                        .push_bind(r.time)
+                        .push_bind(text(&r.request_id))
+                        .push_bind(text(&r.session_id))
+                        .push_bind(text(&r.issuer))
+                        .push_bind(text(&r.subject))
+                        .push_bind(text(&r.client_id))
+                        .push_bind(text(&r.client_ip))
+                        .push_bind(r.kind.as_str())
+                        .push_bind(text(&r.tool))
+                        .push_bind(text(&r.args_sha256))
+                        .push_bind(r.arguments.as_ref().map(|a| a.to_string()))
+                        .push_bind(r.outcome.as_str())
+                        .push_bind(text(&r.detail))
+                        .push_bind(r.duration_ms.map(to_i64))
+                        .push_bind(r.result_bytes.map(to_i64))
+                        .push_bind(clean(&r.replica_id).into_owned())
+                        .push_bind(text(&r.trace_id));
+                });
+                q.push(" ON CONFLICT (id) DO NOTHING");
+                inserted += q.build().execute(&mut *tx).await?.rows_affected();
+            }
+            tx.commit().await?;
+        }
+    }
+    Ok(inserted)
+}
+
+/// Calls `each` for every record matching `filter`, oldest first, without holding them all.
+pub async fn for_each(
+    store: &Store,
+    filter: &AuditFilter,
+    mut each: impl FnMut(AuditRecord) -> std::io::Result<()>,
+) -> Result<(), sqlx::Error> {
+    match store.backend() {
+        Backend::Sqlite(pool) => {
+            let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT {COLUMNS} FROM audit_log WHERE 1=1"));
+            if let Some(t) = filter.since {
+                q.push(" AND time >= ").push_bind(sqlite_time(t));
+            }
+            if let Some(t) = filter.until {
+                q.push(" AND time < ").push_bind(sqlite_time(t));
+            }
+            push_common_filters_sqlite(&mut q, filter);
+            let mut rows = q.build().fetch(pool);
+            while let Some(row) = rows.try_next().await? {
+                each(sqlite_row(&row)?).map_err(sqlx::Error::Io)?;
+            }
+        }
+        Backend::Postgres(pool) => {
+            let mut q = QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM audit_log WHERE 1=1"));
+            if let Some(t) = filter.since {
+                q.push(" AND time >= ").push_bind(t);
+            }
+            if let Some(t) = filter.until {
+                q.push(" AND time < ").push_bind(t);
+            }
+            if let Some(v) = &filter.tool {
+                q.push(" AND tool = ").push_bind(v.clone());
+            }
+            if let Some(v) = &filter.subject {
+                q.push(" AND subject = ").push_bind(v.clone());
+            }
+            if let Some(v) = filter.outcome {
+                q.push(" AND outcome = ").push_bind(v.as_str());
+            }
+            if let Some(v) = filter.kind {
+                q.push(" AND kind = ").push_bind(v.as_str());
+            }
+            q.push(" ORDER BY time, id");
+            if let Some(n) = filter.limit {
+                q.push(" LIMIT ").push_bind(to_i64(n));
+            }
+            let mut rows = q.build().fetch(pool);
+            while let Some(row) = rows.try_next().await? {
+                each(pg_row(&row)?).map_err(sqlx::Error::Io)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every record matching `filter`, oldest first.
+pub async fn query(store: &Store, filter: &AuditFilter) -> Result<Vec<AuditRecord>, sqlx::Error> {
+    let mut out = Vec::new();
+    for_each(store, filter, |r| {
+        out.push(r);
+        Ok(())
+    })
+    .await?;
+    Ok(out)
+}
+
+/// Number of rows in the audit table.
+pub async fn count(store: &Store) -> Result<i64, sqlx::Error> {
+    let sql = "SELECT COUNT(*) FROM audit_log";
+    match store.backend() {
+        Backend::Sqlite(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+        Backend::Postgres(pool) => sqlx::query_scalar(sql).fetch_one(pool).await,
+    }
+}
+
+/// Deletes records older than `cutoff`, in chunks; returns how many went.
+pub async fn prune(store: &Store, cutoff: OffsetDateTime) -> Result<u64, sqlx::Error> {
+    let mut total = 0;
+    loop {
+        let deleted = match store.backend() {
+            Backend::Sqlite(pool) => {
+                sqlx::query("DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE time < ? LIMIT ?)")
+                    .bind(sqlite_time(cutoff))
+                    .bind(PRUNE_CHUNK)
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            }
+            Backend::Postgres(pool) => {
+                sqlx::query("DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE time < $1 LIMIT $2)")
+                    .bind(cutoff)
+                    .bind(PRUNE_CHUNK)
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            }
+        };
+        total += deleted;
+        if deleted < PRUNE_CHUNK as u64 {
+            return Ok(total);
+        }
+    }
+}
+
+fn push_common_filters_sqlite(q: &mut QueryBuilder<Sqlite>, filter: &AuditFilter) {
+    if let Some(v) = &filter.tool {
+        q.push(" AND tool = ").push_bind(v.clone());
+    }
+    if let Some(v) = &filter.subject {
+        q.push(" AND subject = ").push_bind(v.clone());
+    }
+    if let Some(v) = filter.outcome {
+        q.push(" AND outcome = ").push_bind(v.as_str());
+    }
+    if let Some(v) = filter.kind {
+        q.push(" AND kind = ").push_bind(v.as_str());
+    }
+    q.push(" ORDER BY time, id");
+    if let Some(n) = filter.limit {
+        q.push(" LIMIT ").push_bind(to_i64(n));
+    }
+}
+
+fn sqlite_row(row: &sqlx::sqlite::SqliteRow) -> Result<AuditRecord, sqlx::Error> {
+    let id: String = row.try_get("id")?;
+    let time: String = row.try_get("time")?;
+    let time = PrimitiveDateTime::parse(&time, SQLITE_TIME).map_err(|e| decode("time", e))?.assume_utc();
+    Ok(AuditRecord {
+        id: Uuid::parse_str(&id).map_err(|e| decode("id", e))?,
+        time,
+        request_id: row.try_get("request_id")?,
+        session_id: row.try_get("session_id")?,
+        issuer: row.try_get("issuer")?,
+        subject: row.try_get("subject")?,
+        client_id: row.try_get("client_id")?,
+        client_ip: row.try_get("client_ip")?,
+        kind: row.try_get::<String, _>("kind")?.parse().map_err(|e: String| decode("kind", e))?,
+        tool: row.try_get("tool")?,
+        args_sha256: row.try_get("args_sha256")?,
+        arguments: json(row.try_get("arguments")?)?,
+        outcome: row.try_get::<String, _>("outcome")?.parse().map_err(|e: String| decode("outcome", e))?,
+        detail: row.try_get("detail")?,
+        duration_ms: row.try_get::<Option<i64>, _>("duration_ms")?.map(to_u64),
+        result_bytes: row.try_get::<Option<i64>, _>("result_bytes")?.map(to_u64),
+        replica_id: row.try_get("replica_id")?,
+        trace_id: row.try_get("trace_id")?,
+    })
+}
+
+fn pg_row(row: &sqlx::postgres::PgRow) -> Result<AuditRecord, sqlx::Error> {
+    Ok(AuditRecord {
+        id: row.try_get("id")?,
+        time: row.try_get::<OffsetDateTime, _>("time")?.to_offset(UtcOffset::UTC),
+        request_id: row.try_get("request_id")?,
+        session_id: row.try_get("session_id")?,
+        issuer: row.try_get("issuer")?,
+        subject: row.try_get("subject")?,
+        client_id: row.try_get("client_id")?,
+        client_ip: row.try_get("client_ip")?,
+        kind: row.try_get::<String, _>("kind")?.parse().map_err(|e: String| decode("kind", e))?,
+        tool: row.try_get("tool")?,
+        args_sha256: row.try_get("args_sha256")?,
+        arguments: json(row.try_get("arguments")?)?,
+        outcome: row.try_get::<String, _>("outcome")?.parse().map_err(|e: String| decode("outcome", e))?,
+        detail: row.try_get("detail")?,
+        duration_ms: row.try_get::<Option<i64>, _>("duration_ms")?.map(to_u64),
+        result_bytes: row.try_get::<Option<i64>, _>("result_bytes")?.map(to_u64),
+        replica_id: row.try_get("replica_id")?,
+        trace_id: row.try_get("trace_id")?,
+    })
+}
+
+pub(crate) fn sqlite_time(t: OffsetDateTime) -> String {
+    // Formatting a UTC time with this fixed description cannot fail for years 0..=9999.
+    t.to_offset(UtcOffset::UTC).format(SQLITE_TIME).unwrap_or_default()
+}
+
+fn json(text: Option<String>) -> Result<Option<serde_json::Value>, sqlx::Error> {
+    text.map(|t| serde_json::from_str(&t).map_err(|e| decode("arguments", e))).transpose()
+}
+
+fn decode(column: &str, e: impl std::fmt::Display) -> sqlx::Error {
+    sqlx::Error::Decode(format!("audit_log.{column}: {e}").into())
+}
+
+/// Postgres refuses NUL in text, and a refused row would block the writer forever: replace it.
+fn clean(s: &str) -> Cow<'_, str> {
+    if s.contains('\0') { Cow::Owned(s.replace('\0', "\u{FFFD}")) } else { Cow::Borrowed(s) }
+}
+
+fn text(s: &Option<String>) -> Option<String> {
+    s.as_deref().map(|s| clean(s).into_owned())
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn to_u64(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}

@@ -1,0 +1,192 @@
+//! [`LocalLimiter`]: the in-process [`Limiter`], governor GCRA limiters over capped key tables.
+//!
+//! Counts are per replica: with N replicas behind a load balancer a client gets up to N times
+//! each limit. Divide the settings by the replica count if that matters, or put a shared-store
+//! implementation of [`Limiter`] in its place.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use governor::clock::{Clock, DefaultClock};
+use governor::middleware::NoOpMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{NotUntil, Quota, RateLimiter};
+
+use super::key::ClientKey;
+use super::rejection::{Reason, Rejection};
+use super::settings::{LimitSettings, nz};
+use super::store::{CappedStore, Lookup};
+use super::Limiter;
+
+type Keyed<C> = RateLimiter<Lookup<ClientKey>, CappedStore<ClientKey>, C, NoOpMiddleware<<C as Clock>::Instant>>;
+type Direct<C> = RateLimiter<NotKeyed, InMemoryState, C, NoOpMiddleware<<C as Clock>::Instant>>;
+
+/// A keyed limiter plus what housekeeping reports about it.
+struct Table<C: Clock> {
+    name: String,
+    cap: usize,
+    limiter: Keyed<C>,
+    overflowed: Arc<AtomicU64>,
+}
+
+impl<C: Clock> Table<C> {
+    fn new(name: impl Into<String>, quota: Quota, cap: usize, clock: C) -> Self {
+        let overflowed = Arc::new(AtomicU64::new(0));
+        let limiter = RateLimiter::new(quota, CappedStore::new(cap, overflowed.clone()), clock);
+        Self { name: name.into(), cap, limiter, overflowed }
+    }
+
+    fn housekeep(&self) {
+        self.limiter.retain_recent();
+        self.limiter.shrink_to_fit();
+        let overflowed = self.overflowed.swap(0, Ordering::Relaxed);
+        let len = self.limiter.len();
+        if overflowed > 0 || len >= self.cap {
+            // Either a traffic spike of distinct clients or a flood of forged identities; both
+            // mean new clients are sharing one bucket, which operators need to see.
+            tracing::warn!(table = %self.name, len, cap = self.cap, overflowed, "rate-limit key table full: new keys share one overflow bucket");
+        } else {
+            tracing::debug!(table = %self.name, len, "rate-limit key table housekept");
+        }
+    }
+}
+
+/// How a tool call is charged: `cost` cells from the tool's own table, or from the shared one.
+struct ToolRule<C: Clock> {
+    own: Option<Table<C>>,
+    cost: NonZeroU32,
+}
+
+/// In-process limiter. Generic over governor's clock so tests drive time with
+/// `governor::clock::FakeRelativeClock` instead of sleeping.
+///
+/// Key tables (each capped at `max_keys`; keys beyond share that table's overflow bucket):
+/// client requests, the shared tool budget, one per tool with its own rate, and failed
+/// authentications per IP. The global ceiling is a single direct (unkeyed) limiter.
+pub struct LocalLimiter<C: Clock = DefaultClock> {
+    enabled: bool,
+    clock: C,
+    requests: Table<C>,
+    global: Direct<C>,
+    shared_tools: Table<C>,
+    tools: HashMap<String, ToolRule<C>>,
+    auth_failures: Table<C>,
+}
+
+impl LocalLimiter<DefaultClock> {
+    /// A limiter on the monotonic system clock. Fails with the offending key when the settings
+    /// do not validate.
+    pub fn new(settings: &LimitSettings) -> Result<Self, String> {
+        Self::with_clock(settings, DefaultClock::default())
+    }
+}
+
+impl<C> LocalLimiter<C>
+where
+    C: Clock + Clone,
+{
+    /// A limiter on `clock` (every table shares it, so one `advance` moves them all).
+    pub fn with_clock(settings: &LimitSettings, clock: C) -> Result<Self, String> {
+        settings.validate()?;
+        let cap = settings.max_keys;
+        let table = |name: &str, quota| Table::new(name, quota, cap, clock.clone());
+        let tools = settings
+            .tools
+            .iter()
+            .map(|(name, tool)| {
+                let own = tool.own_quota().map(|quota| table(&format!("tool:{name}"), quota));
+                (name.clone(), ToolRule { own, cost: nz(tool.cost) })
+            })
+            .collect();
+        Ok(Self {
+            enabled: settings.enabled,
+            requests: table("requests", settings.request_quota()),
+            global: RateLimiter::direct_with_clock(settings.global_quota(), clock.clone()),
+            shared_tools: table("shared_tools", settings.shared_tool_quota()),
+            tools,
+            auth_failures: table("auth_failures", settings.auth_failure_quota()),
+            clock,
+        })
+    }
+
+    fn tables(&self) -> impl Iterator<Item = &Table<C>> {
+        let own_tools = self.tools.values().filter_map(|rule| rule.own.as_ref());
+        [&self.requests, &self.shared_tools, &self.auth_failures].into_iter().chain(own_tools)
+    }
+
+    fn rejection(&self, not_until: &NotUntil<C::Instant>, reason: Reason) -> Rejection {
+        Rejection::new(not_until.wait_time_from(self.clock.now()), reason)
+    }
+}
+
+impl<C> Limiter for LocalLimiter<C>
+where
+    C: Clock + Clone + Send + Sync,
+    C::Instant: Send + Sync,
+{
+    /// Charges the client first and the global ceiling second, so a client already over its
+    /// own limit cannot drain the shared ceiling for everyone else.
+    fn check_request(&self, key: &ClientKey) -> Result<(), Rejection> {
+        if !self.enabled {
+            return Ok(());
+        }
+        self.requests.limiter.check_key(&Lookup::commit(*key)).map_err(|nu| self.rejection(&nu, Reason::Client))?;
+        self.global.check().map_err(|nu| self.rejection(&nu, Reason::Global))
+    }
+
+    fn check_tool(&self, key: &ClientKey, tool: &str) -> Result<(), Rejection> {
+        if !self.enabled {
+            return Ok(());
+        }
+        // Unknown tool names (they come from the request body) all map to the shared table,
+        // keyed by client only, so they cannot grow the tables.
+        let (table, cost) = match self.tools.get(tool) {
+            Some(ToolRule { own: Some(own), cost }) => (&own.limiter, *cost),
+            Some(ToolRule { own: None, cost }) => (&self.shared_tools.limiter, *cost),
+            None => (&self.shared_tools.limiter, NonZeroU32::MIN),
+        };
+        match table.check_key_n(&Lookup::commit(*key), cost) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(nu)) => Err(self.rejection(&nu, Reason::Tool)),
+            // `validate` refuses a cost above its bucket's burst, so this cannot happen; if it
+            // ever does, refuse with the time a full bucket takes rather than admit for free.
+            Err(capacity) => {
+                tracing::error!(tool, %capacity, "tool cost exceeds its bucket; check [limits.tools]");
+                let full = Quota::per_minute(cost).burst_size_replenished_in();
+                Err(Rejection::new(full, Reason::Tool))
+            }
+        }
+    }
+
+    /// A dry run on the failure table: exact (same GCRA state that `record_auth_failure`
+    /// updates) and it never consumes a cell nor creates an entry.
+    fn check_auth_failure_allowed(&self, ip: IpAddr) -> Result<(), Rejection> {
+        if !self.enabled {
+            return Ok(());
+        }
+        let key = ClientKey::from_ip(ip);
+        self.auth_failures.limiter.check_key(&Lookup::dry_run(key)).map_err(|nu| self.rejection(&nu, Reason::AuthFailures))
+    }
+
+    fn record_auth_failure(&self, ip: IpAddr) {
+        if !self.enabled {
+            return;
+        }
+        // A refusal here means the address was already over its limit: nothing more to count.
+        let _ = self.auth_failures.limiter.check_key(&Lookup::commit(ClientKey::from_ip(ip)));
+    }
+
+    /// `retain_recent()` + `shrink_to_fit()` on every key table. Cost is linear in tracked
+    /// keys (each table is at most `max_keys`), taking one shard lock at a time, so requests
+    /// are never blocked for the whole pass.
+    fn housekeep(&self) {
+        self.tables().for_each(Table::housekeep);
+    }
+
+    fn tracked_keys(&self) -> usize {
+        self.tables().map(|table| table.limiter.len()).sum()
+    }
+}

@@ -1,0 +1,165 @@
+//! Storage: one [`Store`] over SQLite (the default, a file in `storage.data_dir`) or Postgres
+//! (production), chosen by the URL scheme of `storage.url`.
+//!
+//! Code outside this module and the few SQL files that must differ per dialect does not know
+//! which backend runs. Migrations live in `migrations/sqlite` and `migrations/postgres` with
+//! the same file names, are embedded in the binary, and run in [`Store::connect`] (and by
+//! `toolgate migrate`).
+
+mod settings;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+
+pub use settings::{BackendKind, DEFAULT_SQLITE_FILE, StorageSettings};
+
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
+
+/// Why the store could not be opened or used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A setting that cannot work; the text names it.
+    #[error("{0}")]
+    Config(String),
+    #[error("cannot create the data directory {path}")]
+    DataDir { path: PathBuf, source: std::io::Error },
+    #[error("cannot connect to the {backend} database")]
+    Connect { backend: &'static str, source: sqlx::Error },
+    #[error("cannot apply the {backend} migrations")]
+    Migrate { backend: &'static str, source: sqlx::migrate::MigrateError },
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// The connection pool of whichever backend runs. Public so per-dialect SQL (in the modules
+/// that own a table) can match on it; everything else uses [`Store`]'s methods.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// A handle on the database: cheap to clone (the pools are reference-counted).
+#[derive(Clone, Debug)]
+pub struct Store {
+    backend: Backend,
+    data_dir: PathBuf,
+}
+
+impl Store {
+    /// Connects (creating the data directory and, for SQLite, the database file) and applies
+    /// the embedded migrations.
+    pub async fn connect(settings: &StorageSettings) -> Result<Self, StoreError> {
+        let store = Self::connect_without_migrating(settings).await?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Connects without touching the schema (for tools that only read).
+    pub async fn connect_without_migrating(settings: &StorageSettings) -> Result<Self, StoreError> {
+        settings.validate().map_err(StoreError::Config)?;
+        let data_dir = settings.data_dir.clone();
+        // The data directory holds the audit spool even when the database is Postgres.
+        std::fs::create_dir_all(&data_dir).map_err(|source| StoreError::DataDir { path: data_dir.clone(), source })?;
+        let url = settings.effective_url();
+        let backend = match settings.backend().map_err(StoreError::Config)? {
+            BackendKind::Sqlite => Backend::Sqlite(connect_sqlite(&url, settings).await?),
+            BackendKind::Postgres => Backend::Postgres(connect_postgres(&url, settings).await?),
+        };
+        Ok(Self { backend, data_dir })
+    }
+
+    /// Applies every embedded migration not yet applied; a no-op when up to date. On
+    /// Postgres, sqlx holds an advisory lock meanwhile, so replicas starting together are safe.
+    pub async fn migrate(&self) -> Result<(), StoreError> {
+        let backend = self.backend_name();
+        let result = match &self.backend {
+            Backend::Sqlite(pool) => SQLITE_MIGRATIONS.run(pool).await,
+            Backend::Postgres(pool) => POSTGRES_MIGRATIONS.run(pool).await,
+        };
+        result.map_err(|source| StoreError::Migrate { backend, source })
+    }
+
+    /// Versions of the embedded migrations, oldest first (for `toolgate migrate` output).
+    pub fn embedded_migrations(&self) -> Vec<(i64, String)> {
+        let migrator = match &self.backend {
+            Backend::Sqlite(_) => &SQLITE_MIGRATIONS,
+            Backend::Postgres(_) => &POSTGRES_MIGRATIONS,
+        };
+        migrator.iter().filter(|m| m.migration_type.is_up_migration()).map(|m| (m.version, m.description.to_string())).collect()
+    }
+
+    /// One round trip: for readiness probes.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Sqlite(pool) => sqlx::query("SELECT 1").execute(pool).await.map(drop)?,
+            Backend::Postgres(pool) => sqlx::query("SELECT 1").execute(pool).await.map(drop)?,
+        }
+        Ok(())
+    }
+
+    /// Closes the pool, waiting for checked-out connections to come back.
+    pub async fn close(&self) {
+        match &self.backend {
+            Backend::Sqlite(pool) => pool.close().await,
+            Backend::Postgres(pool) => pool.close().await,
+        }
+    }
+
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    pub fn backend_name(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// `storage.data_dir`: where local state (the audit spool) lives.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+}
+
+async fn connect_sqlite(url: &str, settings: &StorageSettings) -> Result<SqlitePool, StoreError> {
+    let connect = |source| StoreError::Connect { backend: "sqlite", source };
+    let options = SqliteConnectOptions::from_str(url)
+        .map_err(connect)?
+        .create_if_missing(true)
+        // WAL: readers (audit queries) never block the writer.
+        .journal_mode(SqliteJournalMode::Wal)
+        // FULL, not NORMAL: a committed audit batch must survive a power cut, as the fsynced
+        // spool does; batching makes the extra fsync per commit cheap.
+        .synchronous(SqliteSynchronous::Full)
+        // Several pooled connections share one writer lock; wait rather than fail at once.
+        .busy_timeout(Duration::from_secs(5))
+        .foreign_keys(true);
+    SqlitePoolOptions::new()
+        .max_connections(settings.max_connections)
+        .acquire_timeout(settings.acquire_timeout())
+        .connect_with(options)
+        .await
+        .map_err(connect)
+}
+
+async fn connect_postgres(url: &str, settings: &StorageSettings) -> Result<PgPool, StoreError> {
+    let connect = |source| StoreError::Connect { backend: "postgres", source };
+    let options = PgConnectOptions::from_str(url).map_err(connect)?.application_name("toolgate");
+    PgPoolOptions::new()
+        .max_connections(settings.max_connections)
+        .acquire_timeout(settings.acquire_timeout())
+        // A connection that died while idle (database restart, proxy cut) is found and replaced
+        // at checkout instead of failing the next query.
+        .test_before_acquire(true)
+        .connect_with(options)
+        .await
+        .map_err(connect)
+}
