@@ -16,6 +16,7 @@ use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, 
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::TraceLayer;
 
+use crate::audit::AuditLog;
 use crate::auth::bearer::{self, Authenticator};
 use crate::auth::introspection::Introspector;
 use crate::auth::jwt::JwtVerifier;
@@ -25,6 +26,7 @@ use crate::bus::{EventBus, LocalBus};
 use crate::config::Settings;
 use crate::server::McpServer;
 use crate::session::SessionStore;
+use crate::store::Store;
 use crate::transport::guard::{self, HostGuard};
 use crate::transport::listen::{self, Listeners};
 use crate::transport::{legacy_sse, streamable};
@@ -47,11 +49,17 @@ pub struct Shared {
     pub auth: Option<Arc<Authenticator>>,
     /// Rate limits; `None` when `limits.enabled = false`.
     pub limiter: Option<Arc<dyn crate::limits::Limiter>>,
+    /// The audit log; `None` when `audit.enabled = false`.
+    pub audit: Option<Arc<AuditLog>>,
 }
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").field("server", &self.server).field("sessions", &self.sessions).field("auth", &self.auth).finish_non_exhaustive()
+        f.debug_struct("Shared")
+            .field("server", &self.server)
+            .field("sessions", &self.sessions)
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
     }
 }
 
@@ -65,7 +73,7 @@ impl std::ops::Deref for AppState {
 
 impl AppState {
     /// State with an in-process event bus and the configured tool packs.
-    pub fn new(mut settings: Settings) -> anyhow::Result<Self> {
+    pub async fn new(mut settings: Settings) -> anyhow::Result<Self> {
         let dev_key = match settings.auth.mode {
             AuthMode::Dev => {
                 if settings.auth.resource.is_none() {
@@ -115,6 +123,13 @@ impl AppState {
                 Some(Arc::new(Authenticator::new(auth, verifier, introspector)))
             }
         };
+        // The store is connected (and migrated) before serving, so a bad URL stops start-up.
+        let audit = if settings.audit.enabled {
+            let store = Store::connect(&settings.storage).await.map_err(|e| anyhow::anyhow!("storage: {e}"))?;
+            Some(AuditLog::start(&settings.audit, store).map_err(|e| anyhow::anyhow!("audit log: {e}"))?)
+        } else {
+            None
+        };
         let limiter: Option<Arc<dyn crate::limits::Limiter>> = if settings.limits.enabled {
             Some(Arc::new(crate::limits::LocalLimiter::new(&settings.limits).map_err(|e| anyhow::anyhow!("invalid [limits]: {e}"))?))
         } else {
@@ -123,6 +138,7 @@ impl AppState {
         Ok(Self(Arc::new(Shared {
             auth,
             limiter,
+            audit,
             sessions: Arc::new(SessionStore::new(settings.sessions.clone(), settings.sse.replay_events)),
             listeners: Arc::new(Listeners::default()),
             server,
@@ -227,6 +243,9 @@ async fn ready(axum::extract::State(state): axum::extract::State<AppState>) -> (
 
 /// Starts the background tasks: change fan-out and session expiry.
 fn spawn_background(state: &AppState) {
+    if let Some(audit) = &state.audit {
+        tokio::spawn(audit_registry_changes(state.server.bus.clone(), audit.clone(), state.shutdown.clone()));
+    }
     if let Some(limiter) = &state.limiter {
         crate::limits::spawn_housekeeping(limiter.clone(), state.settings.limits.housekeeping_interval(), state.shutdown.clone());
     }
@@ -250,6 +269,27 @@ fn spawn_background(state: &AppState) {
             }
         }
     });
+}
+
+/// Every change to what the server offers becomes an audit record.
+async fn audit_registry_changes(bus: Arc<dyn EventBus>, audit: Arc<AuditLog>, stop: CancellationToken) {
+    use crate::audit::{AuditRecord, EventKind, Outcome};
+    let mut rx = bus.subscribe();
+    loop {
+        let change = tokio::select! {
+            change = rx.recv() => change,
+            () = stop.cancelled() => return,
+        };
+        let detail = match change {
+            Ok(crate::bus::Change::ToolsListChanged) => "tools list changed",
+            Ok(crate::bus::Change::PromptsListChanged) => "prompts list changed",
+            Ok(crate::bus::Change::ResourcesListChanged) => "resources list changed",
+            Ok(crate::bus::Change::ResourceUpdated(_)) => continue,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => "registry changes (some coalesced)",
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        };
+        audit.record(AuditRecord::new(EventKind::RegistryChange, Outcome::Ok).with_detail(detail)).await;
+    }
 }
 
 /// A bound, running server (tests use this with port 0).
@@ -278,6 +318,7 @@ pub async fn start(state: AppState, bind: SocketAddr) -> std::io::Result<Running
     let sessions = state.sessions.clone();
     let grace = Duration::from_secs(state.settings.server.shutdown_grace_secs);
     let stop_wait = state.shutdown.clone();
+    let audit = state.audit.clone();
     let handle = tokio::spawn(async move {
         let shutdown = async move {
             stop.cancelled().await;
@@ -293,13 +334,18 @@ pub async fn start(state: AppState, bind: SocketAddr) -> std::io::Result<Running
             }
         });
         let serve = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown);
-        tokio::select! {
+        let served = tokio::select! {
             r = serve => r,
             () = async move { stop_wait.cancelled().await; tokio::time::sleep(grace).await } => {
                 tracing::warn!(grace_secs = grace.as_secs(), "connections still open after the grace period; exiting anyway");
                 Ok(())
             }
+        };
+        // Every record reaches the database or the fsynced spool before the process ends.
+        if let Some(audit) = audit {
+            audit.shutdown(Duration::from_secs(10)).await;
         }
+        served
     });
     tracing::info!(%addr, "toolgate listening");
     Ok(Running { addr, state, handle })

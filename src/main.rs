@@ -188,7 +188,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let settings = Settings::load(config.as_deref())?;
             toolgate::telemetry::init(&settings.log);
             let bind = settings.server.bind;
-            let state = AppState::new(settings)?;
+            let state = AppState::new(settings).await?;
             let running = app::start(state.clone(), bind).await?;
             wait_for_signal().await;
             tracing::info!("shutting down");

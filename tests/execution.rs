@@ -57,7 +57,14 @@ async fn a_full_queue_is_refused_at_once_and_others_still_run() {
         let (client, url, sid) = (s.client.clone(), s.url("/mcp"), sid.clone());
         async move {
             let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nap"}}).to_string();
-            client.post(url).header("content-type", "application/json").header("accept", common::ACCEPT_BOTH).header("mcp-session-id", sid).body(body).send().await
+            client
+                .post(url)
+                .header("content-type", "application/json")
+                .header("accept", common::ACCEPT_BOTH)
+                .header("mcp-session-id", sid)
+                .body(body)
+                .send()
+                .await
         }
     });
     while s.state().server.calls.running() == 0 {
@@ -66,8 +73,17 @@ async fn a_full_queue_is_refused_at_once_and_others_still_run() {
     let queued = tokio::spawn({
         let (client, url, sid) = (s.client.clone(), s.url("/mcp"), sid.clone());
         async move {
-            let body = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"calculate_sum","arguments":{"a":1,"b":1}}}).to_string();
-            let res = client.post(url).header("content-type", "application/json").header("accept", common::ACCEPT_BOTH).header("mcp-session-id", sid).body(body).send().await.expect("sent");
+            let body = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"calculate_sum","arguments":{"a":1,"b":1}}})
+                .to_string();
+            let res = client
+                .post(url)
+                .header("content-type", "application/json")
+                .header("accept", common::ACCEPT_BOTH)
+                .header("mcp-session-id", sid)
+                .body(body)
+                .send()
+                .await
+                .expect("sent");
             common::response_json(res).await
         }
     });
@@ -104,7 +120,8 @@ async fn a_tools_own_limit_holds_its_calls_back_without_blocking_others() {
 async fn long_text_is_truncated_with_guidance() {
     let s = TestServer::with(|c| c.tools.default_char_limit = 1000).await;
     let sid = s.initialize("2025-11-25").await;
-    let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"y".repeat(5000)}}}).to_string();
+    let body =
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"y".repeat(5000)}}}).to_string();
     let v = common::response_json(s.post(&body, &[("mcp-session-id", &sid)]).await).await;
     let text = v["result"]["content"][0]["text"].as_str().unwrap_or_default();
     assert!(text.starts_with(&"y".repeat(1000)) && !text.starts_with(&"y".repeat(1001)), "cut at the limit");

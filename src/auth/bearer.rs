@@ -217,6 +217,20 @@ pub async fn require(State(app): State<AppState>, mut request: Request, next: Ne
             if !matches!(refusal, Refusal::Missing) {
                 tracing::info!(path = %request.uri().path(), refusal = ?refusal_kind(&refusal), "request refused by the bearer gate");
             }
+            if let (Some(audit), false) = (&app.audit, matches!(refusal, Refusal::Missing | Refusal::Unavailable)) {
+                use crate::audit::{AuditRecord, EventKind, Outcome};
+                let kind = if matches!(refusal, Refusal::InsufficientScope(_)) { EventKind::AuthzDenied } else { EventKind::AuthFailure };
+                let mut record = AuditRecord::new(kind, Outcome::Denied).with_detail(refusal_kind(&refusal));
+                if let Some(ip) = ip {
+                    record = record.with_client_ip(ip);
+                }
+                if let Some(id) = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()) {
+                    record = record.with_request_id(id);
+                }
+                // Off the request path: a flood of bad tokens must stay cheap to refuse.
+                let audit = audit.clone();
+                tokio::spawn(async move { audit.record(record).await });
+            }
             auth.refuse(&refusal)
         }
     }

@@ -35,6 +35,10 @@ pub struct RequestCtx {
     pub channel: Arc<dyn ClientChannel>,
     /// Cancelled when the client cancels this request (or the session/stream ends).
     pub cancel: CancellationToken,
+    /// For audit records: the request id (`x-request-id`), the client address, the log.
+    pub request_id: Option<Arc<str>>,
+    pub client_ip: Option<std::net::IpAddr>,
+    pub audit: Option<Arc<crate::audit::AuditLog>>,
 }
 
 impl RequestCtx {

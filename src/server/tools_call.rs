@@ -7,12 +7,13 @@ use futures_util::FutureExt as _;
 use serde_json::{Map, Value, json};
 
 use super::{McpServer, RequestCtx};
+use crate::audit::{AuditRecord, EventKind, Outcome};
 use crate::protocol::jsonrpc::{RpcError, code};
 use crate::protocol::{CallToolResult, Content, Era};
 use crate::tool::RegisteredTool;
 use crate::tool::bulkhead::Refused;
-use tokio::sync::OwnedSemaphorePermit;
 use std::sync::Arc;
+use tokio::sync::OwnedSemaphorePermit;
 
 use crate::tool::{ContextParts, Mrtr, ToolContext, ToolError, schema};
 
@@ -26,12 +27,48 @@ enum Ended {
 }
 
 impl McpServer {
+    /// Runs a call and writes its audit record before the answer leaves (with `sync`
+    /// durability the record is stored by then).
     pub(super) async fn call_tool(
         &self,
         params: &Map<String, Value>,
         ctx: &RequestCtx,
         mrtr: Option<Arc<Mrtr>>,
     ) -> Result<Value, RpcError> {
+        let started = std::time::Instant::now();
+        let mut outcome = Outcome::Ok;
+        let answer = self.run_call(params, ctx, mrtr, &mut outcome).await;
+        if let Some(audit) = &ctx.audit {
+            let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+            let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+            let size = answer.as_ref().ok().and_then(|v| serde_json::to_vec(v).ok()).map(|b| b.len() as u64);
+            let mut record =
+                AuditRecord::new(EventKind::ToolCall, outcome).with_tool(name, &arguments).with_timing(started.elapsed(), size);
+            if let Some(p) = &ctx.principal {
+                record = record.with_principal(p);
+            }
+            if let Some(id) = &ctx.request_id {
+                record = record.with_request_id(id.as_ref());
+            }
+            if let Some(ip) = ctx.client_ip {
+                record = record.with_client_ip(ip);
+            }
+            if let Some(session) = &ctx.session {
+                record = record.with_session_id(session.id.as_ref());
+            }
+            audit.record(record).await;
+        }
+        answer
+    }
+
+    async fn run_call(
+        &self,
+        params: &Map<String, Value>,
+        ctx: &RequestCtx,
+        mrtr: Option<Arc<Mrtr>>,
+        outcome: &mut Outcome,
+    ) -> Result<Value, RpcError> {
+        *outcome = Outcome::InvalidInput;
         let name =
             params.get("name").and_then(Value::as_str).ok_or_else(|| RpcError::invalid_params("tools/call needs a string \"name\""))?;
         let arguments = match params.get("arguments") {
@@ -41,6 +78,9 @@ impl McpServer {
         };
         let set = self.tools.snapshot();
         // A tool the caller may not use is reported exactly like one that does not exist.
+        if set.get(name).is_some() && !self.may_use(name, ctx) {
+            *outcome = Outcome::Denied;
+        }
         let tool = set
             .get(name)
             .filter(|_| self.may_use(name, ctx))
@@ -54,6 +94,7 @@ impl McpServer {
             return to_value(CallToolResult::error(format!("Invalid arguments for tool {name}: {problems}")));
         }
         let Value::Object(arguments) = args_value else { unreachable!("constructed as an object above") };
+        *outcome = Outcome::Ok;
 
         let progress_token =
             params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_i64() || t.is_u64()).cloned();
@@ -77,14 +118,19 @@ impl McpServer {
         let admitted = tokio::select! {
             permits = self.admit(&tool) => permits,
             () = tokio::time::sleep_until(deadline) => {
+                *outcome = Outcome::Timeout;
                 return to_value(CallToolResult::error(format!("The tool {name} timed out after {} seconds waiting for a free slot; the server is busy, retry shortly", timeout.as_secs())));
             }
-            () = ctx.cancel.cancelled() => return Err(cancelled()),
+            () = ctx.cancel.cancelled() => {
+                *outcome = Outcome::Cancelled;
+                return Err(cancelled());
+            }
         };
         let _permits = match admitted {
             Ok(permits) => permits,
             Err(Refused::QueueFull { running, queued }) => {
                 tracing::warn!(tool = name, running, queued, "tool call refused: concurrency queue full");
+                *outcome = Outcome::RateLimited;
                 return to_value(CallToolResult::error(format!(
                     "The server is busy ({running} calls running, {queued} waiting); retry {name} in a few seconds"
                 )));
@@ -102,9 +148,22 @@ impl McpServer {
         // Whatever ended the call, the tool's own work stops now.
         tool_cancel.cancel();
         if ctx.cancel.is_cancelled() {
+            *outcome = Outcome::Cancelled;
             return Err(cancelled());
         }
 
+        *outcome = match &ended {
+            Ended::Cancelled => Outcome::Cancelled,
+            Ended::Panicked | Ended::Done(Err(ToolError::Internal(_))) => Outcome::InternalError,
+            Ended::TimedOut(_) => Outcome::Timeout,
+            Ended::Done(Err(ToolError::InvalidArguments(_) | ToolError::InvalidInputResponse(_))) => Outcome::InvalidInput,
+            Ended::Done(Err(ToolError::MissingClientCapability(_))) => Outcome::Denied,
+            Ended::Done(Err(ToolError::Cancelled)) => Outcome::Cancelled,
+            Ended::Done(Err(ToolError::InputRequired)) => Outcome::Ok,
+            Ended::Done(Err(ToolError::Failed(_))) => Outcome::ToolError,
+            Ended::Done(Ok(r)) if r.is_error => Outcome::ToolError,
+            Ended::Done(Ok(_)) => Outcome::Ok,
+        };
         let result = match ended {
             Ended::Cancelled => return Err(cancelled()),
             Ended::Panicked => {
@@ -138,6 +197,7 @@ impl McpServer {
             };
             if let Some(problem) = problem {
                 tracing::error!(tool = name, problem, "tool output does not match its outputSchema");
+                *outcome = Outcome::InternalError;
                 return Err(RpcError::internal());
             }
         }
@@ -225,7 +285,8 @@ mod tests {
 
     #[test]
     fn text_beyond_the_limit_is_cut_with_guidance() {
-        let r = CallToolResult::new(vec![Content::text("é".repeat(80)), Content::text("x".repeat(50)), Content::image("AA==", "image/png")]);
+        let r =
+            CallToolResult::new(vec![Content::text("é".repeat(80)), Content::text("x".repeat(50)), Content::image("AA==", "image/png")]);
         let r = truncate_text(r, 100);
         let Content::Text { text, .. } = &r.content[1] else { panic!("text") };
         assert!(text.starts_with(&"x".repeat(20)) && text.contains("Output truncated at 100 characters"), "{text}");

@@ -99,6 +99,9 @@ pub struct Spec {
     pub client_timeout: Duration,
     /// Maps a JSON-RPC error code to the HTTP status of a plain-JSON answer.
     pub status_of: fn(i32) -> StatusCode,
+    pub request_id: Option<Arc<str>>,
+    pub client_ip: Option<std::net::IpAddr>,
+    pub audit: Option<Arc<crate::audit::AuditLog>>,
 }
 
 /// Starts the request on its own task; frames arrive on the returned receiver. A cancelled
@@ -114,6 +117,9 @@ pub fn start(server: Arc<McpServer>, request: Request, spec: Spec) -> mpsc::Rece
         log_level: spec.log_level,
         channel,
         cancel: spec.cancel,
+        request_id: spec.request_id,
+        client_ip: spec.client_ip,
+        audit: spec.audit,
     };
     let status_of = spec.status_of;
     tokio::spawn(async move {

@@ -68,6 +68,7 @@ pub async fn message(
 ) -> Response<Body> {
     let principal = principal.map(|Extension(p)| p);
     let key = principal.as_deref().map(Principal::key);
+    let caller = streamable::Caller::new(principal.clone(), &headers, peer.map(|Extension(c)| c.0.ip()));
     let Some(id) = query.session_id else {
         return headers::transport_error(StatusCode::BAD_REQUEST, "Bad Request: the sessionId query parameter is required");
     };
@@ -98,7 +99,7 @@ pub async fn message(
         }
         // Responses of this transport travel on the open SSE stream, so a rate-limit refusal
         // does too, as a JSON-RPC error with the retry hint; the POST itself is accepted.
-        if let Some(rejection) = streamable::rate_limited(&app, principal.as_deref(), peer.map(|Extension(c)| c.0.ip()), req) {
+        if let Some(rejection) = streamable::rate_limited(&app, &caller, req) {
             send(&session, rejection.jsonrpc_message(Some(&req.id)).to_string()).await;
             return headers::accepted();
         }
@@ -123,7 +124,7 @@ pub async fn message(
             send(&session, reply.to_string()).await;
         }
         Incoming::Request(req) => {
-            let mut rx = streamable::start_on_session(&app, &session, req, principal);
+            let mut rx = streamable::start_on_session(&app, &session, req, &caller);
             let session = session.clone();
             tokio::spawn(async move {
                 while let Some(frame) = rx.recv().await {

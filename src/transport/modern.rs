@@ -49,12 +49,7 @@ pub fn status_of(code: i32) -> StatusCode {
     }
 }
 
-pub async fn post(
-    app: &AppState,
-    headers: &HeaderMap,
-    message: Incoming,
-    principal: Option<Arc<crate::auth::principal::Principal>>,
-) -> Response<Body> {
+pub(crate) async fn post(app: &AppState, headers: &HeaderMap, message: Incoming, caller: super::streamable::Caller) -> Response<Body> {
     let req = match message {
         // Modern clients send no session notifications that need work; accept and drop.
         Incoming::Notification(_) => return headers::accepted(),
@@ -80,13 +75,16 @@ pub async fn post(
         Spec {
             version: checked.version,
             session: None,
-            principal,
+            principal: caller.principal.clone(),
             caps: checked.caps,
             log_level: checked.log_level,
             cancel: cancel.clone(),
             buffer: app.settings.sse.stream_buffer,
             client_timeout: app.sessions.client_request_timeout(),
             status_of,
+            request_id: caller.request_id.clone(),
+            client_ip: caller.ip,
+            audit: app.audit.clone(),
         },
     );
     exchange::answer(

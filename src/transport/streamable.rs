@@ -15,14 +15,29 @@ use super::{headers, modern, sse};
 use crate::app::AppState;
 use crate::auth::principal::Principal;
 use crate::limits::ClientKey;
-use axum::extract::ConnectInfo;
-use std::net::{IpAddr, SocketAddr};
 use crate::protocol::jsonrpc::{self, Incoming, Notification, Request, RequestId, RpcError, code};
 use crate::protocol::{Era, ProtocolVersion};
 use crate::session::{ClientInfo, Session, SessionKind, parse_event_id};
 use crate::tool::ClientCaps;
 use axum::Extension;
+use axum::extract::ConnectInfo;
 use axum::response::IntoResponse as _;
+use std::net::{IpAddr, SocketAddr};
+
+/// Who sent a request, as far as the transport knows: for authorization, limits and audit.
+#[derive(Clone, Default)]
+pub(crate) struct Caller {
+    pub principal: Option<Arc<Principal>>,
+    pub request_id: Option<Arc<str>>,
+    pub ip: Option<IpAddr>,
+}
+
+impl Caller {
+    pub(crate) fn new(principal: Option<Arc<Principal>>, headers: &HeaderMap, ip: Option<IpAddr>) -> Self {
+        let request_id = headers::get(headers, &axum::http::HeaderName::from_static("x-request-id")).map(Arc::from);
+        Self { principal, request_id, ip }
+    }
+}
 
 /// POST: content checks, body parsing, then the era decides who answers.
 pub async fn post(
@@ -34,6 +49,7 @@ pub async fn post(
 ) -> Response<Body> {
     let principal = principal.map(|Extension(p)| p);
     let ip = peer.map(|Extension(ConnectInfo(a))| a.ip());
+    let caller = Caller::new(principal.clone(), &headers, ip);
     if !headers::is_json_body(&headers) {
         return headers::transport_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -52,7 +68,7 @@ pub async fn post(
         Err(rejection) => return rejection.into_response(),
     };
     if let Value::Array(items) = value {
-        return batch(&app, &headers, items, principal).await;
+        return batch(&app, &headers, items, &caller).await;
     }
     let message = match Incoming::from_value(value) {
         Ok(message) => message,
@@ -60,16 +76,21 @@ pub async fn post(
     };
     if let Incoming::Request(req) = &message {
         if let Some(refusal) = method_refusal(&app, principal.as_deref(), &req.method) {
+            if let Some(audit) = &app.audit {
+                let record = crate::audit::AuditRecord::new(crate::audit::EventKind::AuthzDenied, crate::audit::Outcome::Denied)
+                    .with_detail(format!("insufficient scope for {}", req.method));
+                spawn_record(audit, caller.stamp(record));
+            }
             return refusal;
         }
-        if let Some(rejection) = rate_limited(&app, principal.as_deref(), ip, req) {
+        if let Some(rejection) = rate_limited(&app, &caller, req) {
             return rejection.http_response(Some(&req.id));
         }
     }
     if is_modern(&headers, &message) {
-        return modern::post(&app, &headers, message, principal).await;
+        return modern::post(&app, &headers, message, caller).await;
     }
-    legacy(&app, &headers, message, principal).await
+    legacy(&app, &headers, message, &caller).await
 }
 
 /// Scopes per method class, decided at the HTTP layer once the method is known: the 403
@@ -81,22 +102,46 @@ pub(crate) fn method_refusal(app: &AppState, principal: Option<&Principal>, meth
 
 /// The rate limits a request runs into, if any: the client's (the principal, or the address
 /// without auth, never the session) and, for `tools/call`, the tool's.
-pub(crate) fn rate_limited(app: &AppState, principal: Option<&Principal>, ip: Option<IpAddr>, req: &Request) -> Option<crate::limits::Rejection> {
+pub(crate) fn rate_limited(app: &AppState, caller: &Caller, req: &Request) -> Option<crate::limits::Rejection> {
     let limiter = app.limiter.as_ref()?;
-    let key = match (principal, ip) {
+    let key = match (caller.principal.as_deref(), caller.ip) {
         (Some(p), _) => ClientKey::from_principal(p),
         (None, Some(ip)) => ClientKey::from_ip(ip),
         (None, None) => return None,
     };
-    if let Err(rejection) = limiter.check_request(&key) {
-        return Some(rejection);
-    }
-    if req.method == "tools/call" {
-        if let Some(tool) = req.params.get("name").and_then(Value::as_str) {
-            return limiter.check_tool(&key, tool).err();
+    let tool = req.params.get("name").and_then(Value::as_str).filter(|_| req.method == "tools/call");
+    let rejection = limiter.check_request(&key).err().or_else(|| tool.and_then(|t| limiter.check_tool(&key, t).err()))?;
+    if let Some(audit) = &app.audit {
+        let mut record = crate::audit::AuditRecord::new(crate::audit::EventKind::RateLimited, crate::audit::Outcome::RateLimited)
+            .with_detail(format!("{} limit on {}", rejection.reason.as_str(), req.method));
+        if let Some(tool) = tool {
+            record = record.with_tool(tool, &Value::Null);
         }
+        spawn_record(audit, caller.stamp(record));
     }
-    None
+    Some(rejection)
+}
+
+/// Writes an audit record off the request path (refusals must stay cheap).
+pub(crate) fn spawn_record(audit: &Arc<crate::audit::AuditLog>, record: crate::audit::AuditRecord) {
+    let audit = audit.clone();
+    tokio::spawn(async move { audit.record(record).await });
+}
+
+impl Caller {
+    /// Adds who, from where, and which request to a record.
+    pub(crate) fn stamp(&self, mut record: crate::audit::AuditRecord) -> crate::audit::AuditRecord {
+        if let Some(p) = &self.principal {
+            record = record.with_principal(p);
+        }
+        if let Some(id) = &self.request_id {
+            record = record.with_request_id(id.as_ref());
+        }
+        if let Some(ip) = self.ip {
+            record = record.with_client_ip(ip);
+        }
+        record
+    }
 }
 
 /// Reads the body within the size limit and parses it as JSON; the error is the HTTP answer.
@@ -168,13 +213,14 @@ fn check_version_header(headers: &HeaderMap) -> Result<(), Rejection> {
     }
 }
 
-async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming, principal: Option<Arc<Principal>>) -> Response<Body> {
+async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming, caller: &Caller) -> Response<Body> {
+    let principal = caller.principal.as_deref();
     if let Incoming::Request(req) = &message {
         if req.method == "initialize" {
-            return initialize(app, headers, req, principal.as_deref());
+            return initialize(app, headers, req, principal);
         }
     }
-    let session = match session_for(app, headers, principal.as_deref()) {
+    let session = match session_for(app, headers, principal) {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };
@@ -194,7 +240,7 @@ async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming, principa
         }
         Incoming::Request(req) => {
             let version = session.version();
-            let rx = start_on_session(app, &session, req, principal);
+            let rx = start_on_session(app, &session, req, caller);
             exchange::answer(
                 rx,
                 Answer {
@@ -218,7 +264,7 @@ pub(crate) fn start_on_session(
     app: &AppState,
     session: &Arc<Session>,
     req: Request,
-    principal: Option<Arc<Principal>>,
+    caller: &Caller,
 ) -> tokio::sync::mpsc::Receiver<Frame> {
     let cancel = session.closed.child_token();
     session.track(req.id.clone(), cancel.clone());
@@ -230,11 +276,14 @@ pub(crate) fn start_on_session(
             caps: session.caps(),
             log_level: Some(session.log_level.clone()),
             session: Some(session.clone()),
-            principal,
+            principal: caller.principal.clone(),
             cancel,
             buffer: app.settings.sse.stream_buffer,
             client_timeout: app.sessions.client_request_timeout(),
             status_of: exchange::legacy_status,
+            request_id: caller.request_id.clone(),
+            client_ip: caller.ip,
+            audit: app.audit.clone(),
         },
     )
 }
@@ -304,7 +353,8 @@ fn initialize(app: &AppState, headers: &HeaderMap, req: &Request, principal: Opt
 }
 
 /// B-01: batches, for 2025-03-26 sessions only. Answered with one JSON array.
-async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>, principal: Option<Arc<Principal>>) -> Response<Body> {
+async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>, caller: &Caller) -> Response<Body> {
+    let principal = caller.principal.clone();
     if items.is_empty() {
         return headers::error(StatusCode::BAD_REQUEST, None, &RpcError::invalid_request("An empty batch is not a valid JSON-RPC request"));
     }
@@ -352,7 +402,7 @@ async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>, principal
             Ok(Incoming::Response(r)) => {
                 session.complete_outgoing(&r.id, r.outcome);
             }
-            Ok(Incoming::Request(req)) => pending.push(start_on_session(app, &session, req, principal.clone())),
+            Ok(Incoming::Request(req)) => pending.push(start_on_session(app, &session, req, caller)),
             Err(bad) => replies.push(jsonrpc::error_message(bad.id.as_ref(), &bad.error)),
         }
     }

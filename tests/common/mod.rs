@@ -19,6 +19,8 @@ pub const MODERN: &str = "2026-07-28";
 /// A running server and an HTTP client for it.
 pub struct TestServer {
     pub running: Running,
+    /// The data directory (SQLite audit database, spool); removed with the server.
+    pub data: tempfile::TempDir,
     pub client: reqwest::Client,
     pub base: String,
 }
@@ -38,12 +40,14 @@ impl TestServer {
         settings.limits.enabled = false;
         settings.server.shutdown_grace_secs = 2;
         settings.sse.keep_alive_secs = 5;
+        let data = tempfile::tempdir().expect("data dir");
+        settings.storage.data_dir = data.path().to_owned();
         adjust(&mut settings);
-        let state = AppState::new(settings).expect("state");
+        let state = AppState::new(settings).await.expect("state");
         let running = app::start(state, "127.0.0.1:0".parse().expect("addr")).await.expect("server starts");
         let base = format!("http://127.0.0.1:{}", running.addr.port());
         let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
-        Self { running, client, base }
+        Self { running, data, client, base }
     }
 
     pub fn state(&self) -> &AppState {
