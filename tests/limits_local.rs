@@ -218,6 +218,26 @@ fn auth_failures_are_limited_per_ip_and_checking_consumes_nothing() {
 }
 
 #[test]
+fn a_full_auth_failure_table_never_locks_new_addresses_out() {
+    let mut s = settings();
+    s.max_keys = 2;
+    let (lim, _clock) = limiter(&s);
+    let addresses = [ip("203.0.113.1"), ip("203.0.113.2"), ip("203.0.113.3")];
+    for address in addresses {
+        for _ in 0..3 {
+            lim.record_auth_failure(address);
+        }
+    }
+    // The first two addresses fill the table and are locked out; the third is not tracked,
+    // and neither is a newcomer: a shared bucket here would refuse every new address.
+    assert!(lim.check_auth_failure_allowed(addresses[0]).is_err());
+    assert!(lim.check_auth_failure_allowed(addresses[1]).is_err());
+    assert!(lim.check_auth_failure_allowed(addresses[2]).is_ok());
+    assert!(lim.check_auth_failure_allowed(ip("203.0.113.4")).is_ok());
+    assert_eq!(lim.tracked_keys(), 2);
+}
+
+#[test]
 fn retry_after_rounds_up_to_whole_seconds_and_matches_the_clock() {
     let mut s = settings();
     s.requests_per_minute = 40; // one cell every 1.5 s

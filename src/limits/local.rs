@@ -15,11 +15,11 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{NotUntil, Quota, RateLimiter};
 
+use super::Limiter;
 use super::key::ClientKey;
 use super::rejection::{Reason, Rejection};
 use super::settings::{LimitSettings, nz};
-use super::store::{CappedStore, Lookup};
-use super::Limiter;
+use super::store::{CappedStore, Lookup, Overflow};
 
 type Keyed<C> = RateLimiter<Lookup<ClientKey>, CappedStore<ClientKey>, C, NoOpMiddleware<<C as Clock>::Instant>>;
 type Direct<C> = RateLimiter<NotKeyed, InMemoryState, C, NoOpMiddleware<<C as Clock>::Instant>>;
@@ -28,15 +28,16 @@ type Direct<C> = RateLimiter<NotKeyed, InMemoryState, C, NoOpMiddleware<<C as Cl
 struct Table<C: Clock> {
     name: String,
     cap: usize,
+    quota: Quota,
     limiter: Keyed<C>,
     overflowed: Arc<AtomicU64>,
 }
 
 impl<C: Clock> Table<C> {
-    fn new(name: impl Into<String>, quota: Quota, cap: usize, clock: C) -> Self {
+    fn new(name: impl Into<String>, quota: Quota, cap: usize, policy: Overflow, clock: C) -> Self {
         let overflowed = Arc::new(AtomicU64::new(0));
-        let limiter = RateLimiter::new(quota, CappedStore::new(cap, overflowed.clone()), clock);
-        Self { name: name.into(), cap, limiter, overflowed }
+        let limiter = RateLimiter::new(quota, CappedStore::new(cap, policy, overflowed.clone()), clock);
+        Self { name: name.into(), cap, quota, limiter, overflowed }
     }
 
     fn housekeep(&self) {
@@ -47,7 +48,7 @@ impl<C: Clock> Table<C> {
         if overflowed > 0 || len >= self.cap {
             // Either a traffic spike of distinct clients or a flood of forged identities; both
             // mean new clients are sharing one bucket, which operators need to see.
-            tracing::warn!(table = %self.name, len, cap = self.cap, overflowed, "rate-limit key table full: new keys share one overflow bucket");
+            tracing::warn!(table = %self.name, len, cap = self.cap, overflowed, "rate-limit key table full: new keys are not tracked separately");
         } else {
             tracing::debug!(table = %self.name, len, "rate-limit key table housekept");
         }
@@ -63,9 +64,11 @@ struct ToolRule<C: Clock> {
 /// In-process limiter. Generic over governor's clock so tests drive time with
 /// `governor::clock::FakeRelativeClock` instead of sleeping.
 ///
-/// Key tables (each capped at `max_keys`; keys beyond share that table's overflow bucket):
-/// client requests, the shared tool budget, one per tool with its own rate, and failed
-/// authentications per IP. The global ceiling is a single direct (unkeyed) limiter.
+/// Key tables, each capped at `max_keys`: client requests, the shared tool budget, one per tool
+/// with its own rate (in all of these, keys beyond the cap share one overflow bucket), and
+/// failed authentications per IP (keys beyond the cap go uncounted: failing closed there would
+/// let whoever fills the table lock every new address out). The global ceiling is a single
+/// direct (unkeyed) limiter.
 pub struct LocalLimiter<C: Clock = DefaultClock> {
     enabled: bool,
     clock: C,
@@ -92,7 +95,7 @@ where
     pub fn with_clock(settings: &LimitSettings, clock: C) -> Result<Self, String> {
         settings.validate()?;
         let cap = settings.max_keys;
-        let table = |name: &str, quota| Table::new(name, quota, cap, clock.clone());
+        let table = |name: &str, quota| Table::new(name, quota, cap, Overflow::Shared, clock.clone());
         let tools = settings
             .tools
             .iter()
@@ -107,7 +110,7 @@ where
             global: RateLimiter::direct_with_clock(settings.global_quota(), clock.clone()),
             shared_tools: table("shared_tools", settings.shared_tool_quota()),
             tools,
-            auth_failures: table("auth_failures", settings.auth_failure_quota()),
+            auth_failures: Table::new("auth_failures", settings.auth_failure_quota(), cap, Overflow::Untracked, clock.clone()),
             clock,
         })
     }
@@ -144,19 +147,18 @@ where
         // Unknown tool names (they come from the request body) all map to the shared table,
         // keyed by client only, so they cannot grow the tables.
         let (table, cost) = match self.tools.get(tool) {
-            Some(ToolRule { own: Some(own), cost }) => (&own.limiter, *cost),
-            Some(ToolRule { own: None, cost }) => (&self.shared_tools.limiter, *cost),
-            None => (&self.shared_tools.limiter, NonZeroU32::MIN),
+            Some(ToolRule { own: Some(own), cost }) => (own, *cost),
+            Some(ToolRule { own: None, cost }) => (&self.shared_tools, *cost),
+            None => (&self.shared_tools, NonZeroU32::MIN),
         };
-        match table.check_key_n(&Lookup::commit(*key), cost) {
+        match table.limiter.check_key_n(&Lookup::commit(*key), cost) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(nu)) => Err(self.rejection(&nu, Reason::Tool)),
             // `validate` refuses a cost above its bucket's burst, so this cannot happen; if it
             // ever does, refuse with the time a full bucket takes rather than admit for free.
             Err(capacity) => {
                 tracing::error!(tool, %capacity, "tool cost exceeds its bucket; check [limits.tools]");
-                let full = Quota::per_minute(cost).burst_size_replenished_in();
-                Err(Rejection::new(full, Reason::Tool))
+                Err(Rejection::new(table.quota.burst_size_replenished_in(), Reason::Tool))
             }
         }
     }

@@ -66,15 +66,17 @@ pub trait Limiter: Send + Sync {
 }
 
 /// Runs [`Limiter::housekeep`] every `interval` until `cancel` fires. The first run is one
-/// interval after the start: there is nothing to clean before traffic arrives.
+/// interval after the call: there is nothing to clean before traffic arrives. Must be called
+/// within a tokio runtime.
 pub fn spawn_housekeeping<L>(limiter: Arc<L>, interval: Duration, cancel: CancellationToken) -> JoinHandle<()>
 where
     L: Limiter + ?Sized + 'static,
 {
+    // The schedule starts now, not whenever the task is first polled.
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    // After a stall, one catch-up pass is enough; a burst of back-to-back passes is waste.
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
     tokio::spawn(async move {
-        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-        // After a stall, one catch-up pass is enough; a burst of back-to-back passes is waste.
-        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 () = cancel.cancelled() => break,

@@ -2,8 +2,8 @@
 //!
 //! governor's own `DashMapStateStore` grows with every key it sees and offers no way to ask
 //! "is this key tracked?" or "would this key be admitted?" without consuming a cell. Owning
-//! the store gives us both: a key table that never exceeds `cap` (later keys share one
-//! overflow state) and exact, non-consuming checks for the auth-failure limiter.
+//! the store gives us both: a key table that never exceeds `cap` (see [`Overflow`] for the
+//! keys that come later) and exact, non-consuming checks for the auth-failure limiter.
 
 use std::convert::Infallible;
 use std::fmt;
@@ -35,6 +35,19 @@ impl<K> Lookup<K> {
     }
 }
 
+/// What happens to a key that arrives while the table is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Overflow {
+    /// Every such key is charged to one shared bucket. New identities then compete for one
+    /// bucket instead of being refused outright: a flood of fresh keys throttles itself,
+    /// while known clients keep their own buckets untouched.
+    Shared,
+    /// Such keys are neither tracked nor limited. For limits whose refusal locks people out
+    /// (failed authentication): a shared bucket there would let anyone who fills the table
+    /// stop every new address from logging in.
+    Untracked,
+}
+
 /// One GCRA state (a theoretical arrival time) per key, at most `cap` keys.
 pub(crate) struct CappedStore<K> {
     map: DashMap<K, InMemoryState>,
@@ -42,18 +55,30 @@ pub(crate) struct CappedStore<K> {
     /// shard, too slow to consult on each request.
     len: AtomicUsize,
     cap: usize,
-    /// Shared by every key that arrives while the table is full. New identities then compete
-    /// for one bucket instead of being refused outright: a flood of fresh keys throttles
-    /// itself, while known clients keep their own buckets untouched.
+    policy: Overflow,
+    /// The bucket of [`Overflow::Shared`].
     overflow: InMemoryState,
-    /// Decisions taken on the overflow state; shared with the owner, which reports it (the
+    /// Decisions taken for keys that found the table full; shared with the owner, which reports it (the
     /// rate limiter owns the store and does not hand it back).
     overflowed: Arc<AtomicU64>,
 }
 
 impl<K: Hash + Eq> CappedStore<K> {
-    pub fn new(cap: usize, overflowed: Arc<AtomicU64>) -> Self {
-        Self { map: DashMap::new(), len: AtomicUsize::new(0), cap, overflow: InMemoryState::default(), overflowed }
+    pub fn new(cap: usize, policy: Overflow, overflowed: Arc<AtomicU64>) -> Self {
+        let len = AtomicUsize::new(0);
+        Self { map: DashMap::new(), len, cap, policy, overflow: InMemoryState::default(), overflowed }
+    }
+
+    /// Decides for a key that finds the table full.
+    fn measure_overflow<T, E, F>(&self, commit: bool, f: F) -> Result<T, E>
+    where
+        F: Fn(Option<Nanos>) -> Result<(T, Nanos), E>,
+    {
+        match self.policy {
+            Overflow::Shared => measure(&self.overflow, commit, f),
+            // Decided as for a fresh key, and nothing is stored.
+            Overflow::Untracked => f(None).map(|(outcome, _)| outcome),
+        }
     }
 
     /// Claims a slot for a new key, or reports that the table is full.
@@ -98,14 +123,14 @@ impl<K: Hash + Eq + Clone> StateStore for CappedStore<K> {
         if !lookup.commit {
             // Answer as a committing call would find things, without creating an entry.
             return if self.len.load(Ordering::Acquire) >= self.cap {
-                measure(&self.overflow, false, f)
+                self.measure_overflow(false, f)
             } else {
                 f(None).map(|(outcome, _)| outcome)
             };
         }
         if !self.reserve() {
             self.overflowed.fetch_add(1, Ordering::Relaxed);
-            return measure(&self.overflow, true, f);
+            return self.measure_overflow(true, f);
         }
         match self.map.entry(lookup.key.clone()) {
             // Another thread inserted the key since our lookup: give the slot back.
@@ -146,10 +171,7 @@ impl<K: Hash + Eq + Clone> ShrinkableKeyedStateStore<Lookup<K>> for CappedStore<
 
 impl<K> fmt::Debug for CappedStore<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CappedStore")
-            .field("len", &self.len.load(Ordering::Relaxed))
-            .field("cap", &self.cap)
-            .finish_non_exhaustive()
+        f.debug_struct("CappedStore").field("len", &self.len.load(Ordering::Relaxed)).field("cap", &self.cap).finish_non_exhaustive()
     }
 }
 
@@ -168,7 +190,7 @@ mod tests {
 
     fn limiter(burst: u32, cap: usize, clock: &FakeRelativeClock) -> Limiter {
         let burst = NonZeroU32::new(burst).expect("burst");
-        RateLimiter::new(Quota::per_second(burst), CappedStore::new(cap, Arc::default()), clock.clone())
+        RateLimiter::new(Quota::per_second(burst), CappedStore::new(cap, Overflow::Shared, Arc::default()), clock.clone())
     }
 
     #[test]
@@ -203,7 +225,7 @@ mod tests {
 
     #[test]
     fn the_counter_matches_the_map_through_inserts_and_removals() {
-        let store = CappedStore::new(100, Arc::default());
+        let store = CappedStore::new(100, Overflow::Shared, Arc::default());
         let admit_until = |tat: u64| move |_: Option<Nanos>| Ok::<_, ()>(((), Nanos::from(tat)));
         for k in 0..50u32 {
             assert!(store.measure_and_replace(&Lookup::commit(k), admit_until(10 + u64::from(k))).is_ok());
@@ -214,5 +236,20 @@ mod tests {
         // Keys 0..=29 have tat 10..=39 (key 3 moved to 100): dropping tat <= 39 keeps 21.
         store.retain_recent(Nanos::from(39u64));
         assert_eq!((ShrinkableKeyedStateStore::len(&store), store.map.len()), (21, 21));
+    }
+
+    #[test]
+    fn untracked_overflow_neither_limits_nor_stores() {
+        let clock = FakeRelativeClock::default();
+        let burst = NonZeroU32::new(1).expect("burst");
+        let store = CappedStore::new(1, Overflow::Untracked, Arc::default());
+        let lim: Limiter = RateLimiter::new(Quota::per_second(burst), store, clock);
+        assert!(lim.check_key(&Lookup::commit(1)).is_ok());
+        assert!(lim.check_key(&Lookup::commit(1)).is_err(), "tracked keys are limited");
+        for _ in 0..10 {
+            assert!(lim.check_key(&Lookup::commit(2)).is_ok());
+            assert!(lim.check_key(&Lookup::dry_run(2)).is_ok());
+        }
+        assert_eq!(lim.len(), 1);
     }
 }
