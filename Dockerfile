@@ -42,10 +42,12 @@ RUN mkdir src \
 # The crate itself. COPY may give the real files older mtimes than the stand-ins had, and cargo
 # decides freshness by mtime, so touch the entry points to force the crate to be rebuilt.
 COPY src ./src
+# sqlx embeds the migrations into the binary at compile time.
+COPY migrations ./migrations
 RUN touch src/main.rs src/lib.rs \
     && cargo build --release --locked --bin toolgate \
     && install -D -m 0755 target/release/toolgate /out/bin/toolgate \
-    && install -d -m 0750 /out/lib/toolgate /out/lib/toolgate/data \
+    && install -d -m 0750 /out/lib/toolgate /out/lib/toolgate/data /out/lib/toolgate/data/csv \
     && /out/bin/toolgate --version
 
 # ---- runtime --------------------------------------------------------------------------------
@@ -63,7 +65,8 @@ COPY --from=builder --chown=65532:65532 /out/lib/ /var/lib/
 USER 65532:65532
 WORKDIR /var/lib/toolgate
 ENV TOOLGATE__SERVER__BIND=0.0.0.0:8080 \
-    TOOLGATE__TOOLS__CSV_DIR=/var/lib/toolgate/data \
+    TOOLGATE__STORAGE__DATA_DIR=/var/lib/toolgate/data \
+    TOOLGATE__TOOLS__CSV_DIR=/var/lib/toolgate/data/csv \
     TOOLGATE__LOG__FORMAT=json
 VOLUME ["/var/lib/toolgate"]
 EXPOSE 8080

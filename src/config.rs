@@ -147,7 +147,9 @@ impl Default for ToolSettings {
             packs: PackSettings::default(),
             page_size: 50,
             default_timeout_secs: 60,
-            csv_dir: PathBuf::from("data"),
+            // Not the storage data directory: the audit database and spool must never be
+            // readable through a tool.
+            csv_dir: PathBuf::from("data/csv"),
             max_concurrent_calls: 256,
             max_queued_calls: 1024,
             default_char_limit: 25_000,

@@ -189,6 +189,10 @@ fn analyze_csv(dir: PathBuf) -> Tool {
 /// Resolves `relative` inside `dir`, refusing anything that could leave it.
 fn resolve_in(dir: &Path, relative: &str) -> Result<PathBuf, ToolError> {
     let candidate = Path::new(relative);
+    // Only CSV files: whatever else lives in the directory is not this tool's to read.
+    if candidate.extension().and_then(|e| e.to_str()).is_none_or(|e| !e.eq_ignore_ascii_case("csv")) {
+        return Err(ToolError::InvalidArguments(format!("path {relative:?} must name a .csv file")));
+    }
     let escapes = candidate.components().any(|c| !matches!(c, Component::Normal(_)));
     if escapes {
         return Err(ToolError::InvalidArguments(format!(
@@ -314,7 +318,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("a.csv"), "x\n1\n").expect("write");
         assert!(resolve_in(dir.path(), "a.csv").is_ok());
-        for bad in ["../etc/passwd", "/etc/passwd", "sub/../../x", "./a.csv"] {
+        for bad in ["../etc/passwd", "/etc/passwd", "sub/../../x.csv", "./a.csv", "audit-spool.jsonl", "toolgate.db"] {
             assert!(matches!(resolve_in(dir.path(), bad), Err(ToolError::InvalidArguments(_))), "{bad} must be refused");
         }
     }
