@@ -215,7 +215,10 @@ impl Settings {
             .try_parsing(true)
             .list_separator(",")
             .with_list_parse_key("server.allowed_hosts")
-            .with_list_parse_key("server.allowed_origins");
+            .with_list_parse_key("server.allowed_origins")
+            .with_list_parse_key("auth.authorization_servers")
+            .with_list_parse_key("auth.required_scopes")
+            .with_list_parse_key("audit.redact_fields");
         let settings: Self = builder.add_source(env).build()?.try_deserialize()?;
         settings.validate()?;
         Ok(settings)
