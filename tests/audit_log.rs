@@ -32,10 +32,12 @@ async fn n_records_are_n_rows(storage: StorageSettings, settings: AuditSettings)
     let denied = query(&store, &AuditFilter { outcome: Some(Outcome::Denied), ..Default::default() }).await.expect("q");
     assert_eq!(denied.len(), N / 8);
     assert!(denied.iter().all(|r| r.outcome == Outcome::Denied));
-    let tool = query(&store, &AuditFilter { tool: Some("tool_1".into()), subject: Some("user-3".into()), ..Default::default() })
-        .await
-        .expect("q");
-    assert_eq!(tool.len(), expected.iter().filter(|r| r.tool.as_deref() == Some("tool_1") && r.subject.as_deref() == Some("user-3")).count());
+    let tool =
+        query(&store, &AuditFilter { tool: Some("tool_1".into()), subject: Some("user-3".into()), ..Default::default() }).await.expect("q");
+    assert_eq!(
+        tool.len(),
+        expected.iter().filter(|r| r.tool.as_deref() == Some("tool_1") && r.subject.as_deref() == Some("user-3")).count()
+    );
     let window = AuditFilter { since: Some(expected[10].time), until: Some(expected[20].time), limit: Some(5), ..Default::default() };
     let some = query(&store, &window).await.expect("q");
     assert_eq!(some.len(), 5);
@@ -127,7 +129,8 @@ async fn queue_overflow_spills_to_the_spool_and_is_replayed() {
         log.record(sample(i)).await;
     }
     assert!(log.records_spooled() > 0, "a 4-record queue overflows: {:?}", log.stats());
-    let drained = eventually(Duration::from_secs(10), || async { log.spool_bytes() == 0 && count(&store).await.unwrap_or(0) == N as i64 }).await;
+    let drained =
+        eventually(Duration::from_secs(10), || async { log.spool_bytes() == 0 && count(&store).await.unwrap_or(0) == N as i64 }).await;
     assert!(drained, "spool replayed: {:?}, rows {:?}", log.stats(), count(&store).await);
     assert_eq!(log.records_replayed(), log.records_spooled());
     log.shutdown(Duration::from_secs(5)).await;
@@ -190,5 +193,23 @@ async fn replays_never_duplicate() {
     assert_eq!(toolgate::audit::insert_batch(&store, &records).await.expect("insert"), 50);
     assert_eq!(toolgate::audit::insert_batch(&store, &records).await.expect("insert again"), 0);
     assert_eq!(count(&store).await.expect("count"), 50);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn nul_bytes_cannot_poison_the_postgres_writer() {
+    let db = PgDb::create().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::connect(&pg_settings(db.url(), dir.path())).await.expect("connect");
+    let log = AuditLog::start(&audit_settings(), store.clone()).expect("start");
+    let args = serde_json::json!({"q": "a\u{0}b"});
+    log.record(sample(1).with_detail("bad\u{0}byte").with_arguments(&args, &[])).await;
+    log.record(sample(2)).await;
+    log.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(log.write_failures(), 0);
+    let rows = query(&store, &AuditFilter::default()).await.expect("q");
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().any(|r| r.detail.as_deref() == Some("bad\u{FFFD}byte")));
+    assert!(rows.iter().any(|r| r.arguments.as_ref() == Some(&args)), "JSON keeps \\u0000 escaped");
     store.close().await;
 }

@@ -24,8 +24,24 @@ impl std::str::FromStr for ExportFormat {
 }
 
 const CSV_HEADER: [&str; 18] = [
-    "id", "time", "request_id", "session_id", "issuer", "subject", "client_id", "client_ip", "kind", "tool", "args_sha256",
-    "arguments", "outcome", "detail", "duration_ms", "result_bytes", "replica_id", "trace_id",
+    "id",
+    "time",
+    "request_id",
+    "session_id",
+    "issuer",
+    "subject",
+    "client_id",
+    "client_ip",
+    "kind",
+    "tool",
+    "args_sha256",
+    "arguments",
+    "outcome",
+    "detail",
+    "duration_ms",
+    "result_bytes",
+    "replica_id",
+    "trace_id",
 ];
 
 /// Streams every matching record to `out`; returns how many were written.

@@ -97,11 +97,8 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Queued>, mut
         if w.shared.spool.has_pending() && Instant::now() >= w.next_retry {
             w.replay_step().await;
         }
-        let idle = if w.shared.spool.has_pending() {
-            w.next_retry.saturating_duration_since(Instant::now())
-        } else {
-            Duration::from_secs(3600)
-        };
+        let idle =
+            if w.shared.spool.has_pending() { w.next_retry.saturating_duration_since(Instant::now()) } else { Duration::from_secs(3600) };
         tokio::select! {
             biased;
             changed = stop.changed() => {
@@ -148,9 +145,11 @@ async fn linger(shared: &Shared, rx: &mut mpsc::Receiver<Queued>, stop: &mut wat
 }
 
 impl Writer {
-    /// How long a database write may take now; `None`: do not try the database.
-    fn budget(&self) -> Option<Duration> {
-        if self.db_down {
+    /// How long a database write may take now; `None`: do not try the database. While the
+    /// database is down only replay probes it (`probe`), at `retry_interval`; new batches go
+    /// straight to the spool behind the records already there.
+    fn budget(&self, probe: bool) -> Option<Duration> {
+        if self.db_down && !probe {
             return None;
         }
         match self.deadline {
@@ -162,8 +161,8 @@ impl Writer {
         }
     }
 
-    async fn insert(&mut self, records: &[AuditRecord]) -> bool {
-        let Some(budget) = self.budget() else { return false };
+    async fn insert(&mut self, records: &[AuditRecord], probe: bool) -> bool {
+        let Some(budget) = self.budget(probe) else { return false };
         match tokio::time::timeout(budget, db::insert_batch(&self.shared.store, records)).await {
             Ok(Ok(_)) => {
                 self.shared.counters.written.fetch_add(records.len() as u64, Ordering::Relaxed);
@@ -191,7 +190,7 @@ impl Writer {
 
     async fn persist(&mut self, batch: Vec<Queued>) {
         let (records, acks): (Vec<_>, Vec<_>) = batch.into_iter().map(|q| (q.record, q.ack)).unzip();
-        if self.insert(&records).await {
+        if self.insert(&records, false).await {
             if self.shared.sink.is_some() {
                 let s = Arc::clone(&self.shared);
                 let _ = tokio::task::spawn_blocking(move || {
@@ -247,7 +246,7 @@ impl Writer {
             }
             return;
         }
-        if self.insert(&batch).await {
+        if self.insert(&batch, true).await {
             replay.confirm();
             self.shared.counters.replayed.fetch_add(batch.len() as u64, Ordering::Relaxed);
         }

@@ -74,12 +74,7 @@ pub fn sqlite_settings(dir: &Path) -> StorageSettings {
 }
 
 pub fn pg_settings(url: String, data_dir: &Path) -> StorageSettings {
-    StorageSettings {
-        url: Some(Secret::new(url)),
-        data_dir: data_dir.to_path_buf(),
-        max_connections: 4,
-        acquire_timeout_ms: 1_000,
-    }
+    StorageSettings { url: Some(Secret::new(url)), data_dir: data_dir.to_path_buf(), max_connections: 4, acquire_timeout_ms: 1_000 }
 }
 
 /// Fast settings for tests: short linger and retry.
