@@ -151,10 +151,10 @@ impl Authenticator {
             ),
         };
         let mut res = headers::error(status, None, &RpcError::new(code::TRANSPORT, message));
-        if let Ok(v) = HeaderValue::from_str(&challenge) {
-            if !challenge.is_empty() {
-                res.headers_mut().insert(header::WWW_AUTHENTICATE, v);
-            }
+        if let Ok(v) = HeaderValue::from_str(&challenge)
+            && !challenge.is_empty()
+        {
+            res.headers_mut().insert(header::WWW_AUTHENTICATE, v);
         }
         if *refusal == Refusal::Unavailable {
             res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
@@ -199,11 +199,11 @@ pub async fn require(State(app): State<AppState>, mut request: Request, next: Ne
     }
     // Brute force is refused before any verification work (per client address).
     let ip = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
-    if let (Some(limiter), Some(ip)) = (&app.limiter, ip) {
-        if let Err(rejection) = limiter.check_auth_failure_allowed(ip) {
-            tracing::info!(%ip, "request refused: too many failed authentication attempts");
-            return rejection.http_response(None);
-        }
+    if let (Some(limiter), Some(ip)) = (&app.limiter, ip)
+        && let Err(rejection) = limiter.check_auth_failure_allowed(ip)
+    {
+        tracing::info!(%ip, "request refused: too many failed authentication attempts");
+        return rejection.http_response(None);
     }
     match auth.authenticate(request.headers()).await {
         Ok(principal) => {

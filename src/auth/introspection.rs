@@ -134,10 +134,10 @@ impl Introspector {
     /// Verifies an opaque token.
     pub async fn verify(&self, token: &str) -> Result<Principal, TokenError> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Some(hit) = self.cache.get(&key) {
-            if hit.until > SystemTime::now() {
-                return Ok(hit.principal.clone());
-            }
+        if let Some(hit) = self.cache.get(&key)
+            && hit.until > SystemTime::now()
+        {
+            return Ok(hit.principal.clone());
         }
         let access = AccessToken::new(token.to_owned());
         let response = self.client.introspect(&access).request_async(&self.http).await.map_err(|e| {
@@ -147,10 +147,10 @@ impl Introspector {
         if !response.active() {
             return Err(TokenError::Invalid("token is not active".into()));
         }
-        if let Some(iss) = response.iss() {
-            if iss != self.issuer {
-                return Err(TokenError::Invalid("token issuer is not trusted here".into()));
-            }
+        if let Some(iss) = response.iss()
+            && iss != self.issuer
+        {
+            return Err(TokenError::Invalid("token issuer is not trusted here".into()));
         }
         let aud_ok = response.aud().is_some_and(|aud| aud.iter().any(|a| self.audiences.contains(a)));
         if !aud_ok {

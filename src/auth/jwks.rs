@@ -230,10 +230,10 @@ impl JwksSource {
     pub async fn refresh(self: &Arc<Self>, min_interval: Duration) -> RefreshOutcome {
         // Fast path for floods of unknown kids: answer "rate limited" without spawning. When
         // the lock is taken a fetch is running, and the slow path waits for its result.
-        if let Ok(state) = self.state.try_lock() {
-            if state.recently_attempted(min_interval) {
-                return RefreshOutcome::RateLimited { last_ok: state.last_ok };
-            }
+        if let Ok(state) = self.state.try_lock()
+            && state.recently_attempted(min_interval)
+        {
+            return RefreshOutcome::RateLimited { last_ok: state.last_ok };
         }
         let this = Arc::clone(self);
         let work = async move { this.refresh_serialized(min_interval).await };

@@ -333,10 +333,10 @@ fn still_valid(hit: &Cached) -> Option<Principal> {
     if hit.principal.expires_at <= unix_now() {
         return None;
     }
-    if let (Some(epoch), Some(source)) = (hit.epoch, &hit.issuer.jwks) {
-        if source.epoch() != epoch {
-            return None;
-        }
+    if let (Some(epoch), Some(source)) = (hit.epoch, &hit.issuer.jwks)
+        && source.epoch() != epoch
+    {
+        return None;
     }
     Some(hit.principal.clone())
 }
@@ -545,10 +545,10 @@ fn principal_from(claims: Claims, issuer: &Issuer) -> Result<Principal, TokenErr
     if expires_at.saturating_add(issuer.leeway) < now {
         return Err(TokenError::invalid("token has expired"));
     }
-    if let Some(iat) = claims.iat {
-        if iat.0.ceil() as u64 > now.saturating_add(issuer.leeway) {
-            return Err(TokenError::invalid("token is issued in the future (iat)"));
-        }
+    if let Some(iat) = claims.iat
+        && iat.0.ceil() as u64 > now.saturating_add(issuer.leeway)
+    {
+        return Err(TokenError::invalid("token is issued in the future (iat)"));
     }
     let subject = claims.sub.ok_or_else(|| TokenError::invalid("token lacks the required claim sub"))?;
     // Control characters would let a subject imitate another principal's key().

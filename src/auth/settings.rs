@@ -103,10 +103,10 @@ impl AuthSettings {
             return self.authorization_servers.clone();
         }
         let mut servers: Vec<String> = self.issuers.iter().map(|i| i.issuer.clone()).collect();
-        if let Some(i) = &self.introspection {
-            if !servers.contains(&i.issuer) {
-                servers.push(i.issuer.clone());
-            }
+        if let Some(i) = &self.introspection
+            && !servers.contains(&i.issuer)
+        {
+            servers.push(i.issuer.clone());
         }
         servers
     }

@@ -76,7 +76,7 @@ impl Rejection {
 
     /// The wait in milliseconds, rounded up and at least 1 (the precise hint for the body).
     pub fn retry_after_ms(&self) -> u64 {
-        let ms = self.retry_after.as_millis() + u128::from(self.retry_after.subsec_nanos() % 1_000_000 > 0);
+        let ms = self.retry_after.as_millis() + u128::from(!self.retry_after.subsec_nanos().is_multiple_of(1_000_000));
         u64::try_from(ms).unwrap_or(u64::MAX).max(1)
     }
 

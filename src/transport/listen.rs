@@ -187,10 +187,10 @@ fn deliver(change: &Change, sessions: &SessionStore, listeners: &Listeners) {
         if !session.is_initialized() {
             return;
         }
-        if let Change::ResourceUpdated(uri) = change {
-            if !session.is_subscribed(uri) {
-                return;
-            }
+        if let Change::ResourceUpdated(uri) = change
+            && !session.is_subscribed(uri)
+        {
+            return;
         }
         session.deliver_unsolicited(&legacy);
     });

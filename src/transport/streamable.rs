@@ -215,10 +215,10 @@ fn check_version_header(headers: &HeaderMap) -> Result<(), Rejection> {
 
 async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming, caller: &Caller) -> Response<Body> {
     let principal = caller.principal.as_deref();
-    if let Incoming::Request(req) = &message {
-        if req.method == "initialize" {
-            return initialize(app, headers, req, principal);
-        }
+    if let Incoming::Request(req) = &message
+        && req.method == "initialize"
+    {
+        return initialize(app, headers, req, principal);
     }
     let session = match session_for(app, headers, principal) {
         Ok(s) => s,
@@ -360,10 +360,10 @@ async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>, caller: &
     }
     let mut messages = Vec::with_capacity(items.len());
     for item in items {
-        if let Some(method) = item.get("method").and_then(Value::as_str) {
-            if let Some(refusal) = method_refusal(app, principal.as_deref(), method) {
-                return refusal;
-            }
+        if let Some(method) = item.get("method").and_then(Value::as_str)
+            && let Some(refusal) = method_refusal(app, principal.as_deref(), method)
+        {
+            return refusal;
         }
         match Incoming::from_value(item) {
             Ok(Incoming::Request(r)) if r.method == "initialize" => {

@@ -122,10 +122,11 @@ pub async fn response_json(res: reqwest::Response) -> Value {
     }
     let mut reader = SseReader::new(res);
     while let Some(event) = reader.next_event().await {
-        if let Some(msg) = event.json() {
-            if msg.get("id").is_some() && (msg.get("result").is_some() || msg.get("error").is_some()) {
-                return msg;
-            }
+        if let Some(msg) = event.json()
+            && msg.get("id").is_some()
+            && (msg.get("result").is_some() || msg.get("error").is_some())
+        {
+            return msg;
         }
     }
     panic!("the SSE stream ended without a response");
