@@ -94,3 +94,69 @@ async fn security_events_are_recorded() {
         assert!(kinds.contains(&kind), "{kind:?} in {kinds:?}");
     }
 }
+
+#[tokio::test]
+async fn arguments_are_kept_only_when_the_tool_asks_and_then_redacted() {
+    let s = TestServer::start().await;
+    let login = Tool::builder("login", "Logs in.")
+        .input_schema(json!({"type": "object", "properties": {"user": {"type": "string"}, "password": {"type": "string"}}}))
+        .audit_arguments()
+        .handler(|_| async { Ok::<_, ToolError>(CallToolResult::text("ok")) });
+    s.state().server.tools.upsert(login).expect("valid");
+    let sid = s.initialize("2025-11-25").await;
+    let body =
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"login","arguments":{"user":"ada","password":"hunter2"}}})
+            .to_string();
+    let _ = common::response_json(s.post(&body, &[("mcp-session-id", &sid)]).await).await;
+    let settings = s.state().settings.storage.clone();
+    s.running.stop().await.expect("stopped");
+    let store = Store::connect(&settings).await.expect("store");
+    let records = toolgate::audit::query(&store, &AuditFilter::default()).await.expect("query");
+    let call = records.iter().find(|r| r.tool.as_deref() == Some("login")).expect("record");
+    let kept = call.arguments.as_ref().expect("arguments kept for this tool");
+    assert_eq!(kept["user"], "ada");
+    assert_ne!(kept["password"], "hunter2", "sensitive fields are redacted");
+}
+
+#[tokio::test]
+async fn shutdown_under_load_loses_no_record() {
+    let s = TestServer::start().await;
+    let sid = s.initialize("2025-11-25").await;
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut load = Vec::new();
+    for worker in 0..8 {
+        let (client, url, sid, answered) = (s.client.clone(), s.url("/mcp"), sid.clone(), answered.clone());
+        load.push(tokio::spawn(async move {
+            for i in 0..10_000 {
+                let body = json!({"jsonrpc":"2.0","id":worker * 100_000 + i,"method":"tools/call","params":{"name":"calculate_sum","arguments":{"a":i,"b":1}}}).to_string();
+                let sent = client.post(&url).header("content-type", "application/json").header("accept", common::ACCEPT_BOTH).header("mcp-session-id", &sid).body(body).send().await;
+                match sent {
+                    Ok(res) if res.status() == 200 => {
+                        if res.text().await.is_ok_and(|t| t.contains("\"result\"")) {
+                            answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                    }
+                    _ => return,
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let settings = s.state().settings.storage.clone();
+    // The same path as SIGTERM: stop accepting, end streams, flush the audit log.
+    s.running.stop().await.expect("stopped");
+    for task in load {
+        let _ = task.await;
+    }
+    let answered = answered.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(answered > 50, "the load ran ({answered} answers)");
+    let store = Store::connect(&settings).await.expect("store");
+    let records =
+        toolgate::audit::query(&store, &AuditFilter { kind: Some(EventKind::ToolCall), ..Default::default() }).await.expect("query");
+    let ok = records.iter().filter(|r| r.outcome == Outcome::Ok).count();
+    assert!(ok >= answered, "every answered call has its record: {ok} records for {answered} answers");
+    let mut ids: Vec<_> = records.iter().map(|r| r.id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), records.len(), "no duplicates");
+}

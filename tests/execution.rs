@@ -127,3 +127,16 @@ async fn long_text_is_truncated_with_guidance() {
     assert!(text.starts_with(&"y".repeat(1000)) && !text.starts_with(&"y".repeat(1001)), "cut at the limit");
     assert!(text.contains("Output truncated at 1000 characters"), "{}", &text[1000..]);
 }
+
+#[tokio::test]
+async fn output_that_breaks_its_schema_is_a_generic_server_error() {
+    let s = TestServer::start().await;
+    let liar = Tool::builder("liar", "Promises a number, returns a string.")
+        .output_schema(json!({"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]}))
+        .handler(|_| async { Ok::<_, ToolError>(CallToolResult::structured(json!({"n": "not a number"}))) });
+    s.state().server.tools.upsert(liar).expect("valid");
+    let sid = s.initialize("2025-11-25").await;
+    let v = call(&s, &sid, 1, "liar").await;
+    assert_eq!(v["error"]["code"], -32603, "{v}");
+    assert!(!v["error"]["message"].as_str().unwrap_or("").contains("not a number"), "no internals in the message");
+}

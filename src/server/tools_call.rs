@@ -44,6 +44,9 @@ impl McpServer {
             let size = answer.as_ref().ok().and_then(|v| serde_json::to_vec(v).ok()).map(|b| b.len() as u64);
             let mut record =
                 AuditRecord::new(EventKind::ToolCall, outcome).with_tool(name, &arguments).with_timing(started.elapsed(), size);
+            if self.tools.snapshot().get(name).is_some_and(|t| t.tool.audit_arguments) {
+                record = record.with_arguments(&arguments, &self.settings.audit.redact_field_refs());
+            }
             if let Some(p) = &ctx.principal {
                 record = record.with_principal(p);
             }

@@ -129,6 +129,8 @@ pub struct Tool {
     pub(crate) concurrency: Option<usize>,
     /// Most characters of text content returned; beyond it the text is truncated.
     pub(crate) char_limit: Option<usize>,
+    /// Keep the call's arguments (with sensitive fields redacted) in its audit record.
+    pub(crate) audit_arguments: bool,
 }
 
 impl std::fmt::Debug for Tool {
@@ -156,6 +158,7 @@ impl Tool {
             timeout: None,
             concurrency: None,
             char_limit: None,
+            audit_arguments: false,
         }
     }
 
@@ -175,6 +178,7 @@ pub struct ToolBuilder {
     timeout: Option<Duration>,
     concurrency: Option<usize>,
     char_limit: Option<usize>,
+    audit_arguments: bool,
 }
 
 impl ToolBuilder {
@@ -235,6 +239,13 @@ impl ToolBuilder {
         self
     }
 
+    /// Keep this tool's arguments in its audit records, with the fields named in
+    /// `audit.redact_fields` redacted. Off by default: records always carry a digest only.
+    pub fn audit_arguments(mut self) -> Self {
+        self.audit_arguments = true;
+        self
+    }
+
     pub fn handler<F, Fut>(self, handler: F) -> Tool
     where
         F: Fn(ToolContext) -> Fut + Send + Sync + 'static,
@@ -246,6 +257,7 @@ impl ToolBuilder {
             timeout: self.timeout,
             concurrency: self.concurrency,
             char_limit: self.char_limit,
+            audit_arguments: self.audit_arguments,
         }
     }
 }
