@@ -72,6 +72,7 @@ start_server() {
     TOOLGATE__SERVER__BIND="127.0.0.1:$port" \
       TOOLGATE__AUTH__DEV_KEY_FILE="$LOGS/dev-signing.key" \
       TOOLGATE__TOOLS__PACKS__CONFORMANCE=true \
+      TOOLGATE__LIMITS__REQUEST_BURST=10000 TOOLGATE__LIMITS__TOOL_BURST=10000 \
       TOOLGATE__TOOLS__PAGE_SIZE=4 \
       TOOLGATE__LOG__FORMAT=json \
       "$BIN" serve >"$LOGS/server.log" 2>&1 &
