@@ -104,18 +104,18 @@ impl ToolSet {
     /// One page of tools after `cursor`, with the cursor for the next page. The cursor names
     /// the last tool returned, so pages stay consistent while tools are added or removed.
     pub fn page(&self, cursor: Option<&str>, page_size: usize) -> Result<(&[Arc<RegisteredTool>], Option<String>), String> {
-        let start = match cursor {
-            None => 0,
-            Some(c) => {
-                let after =
-                    decode_cursor(c).ok_or_else(|| format!("Invalid cursor {c:?}: pass back a nextCursor value exactly as received"))?;
-                self.tools.partition_point(|t| t.name() <= after.as_str())
-            }
-        };
+        let start = self.start_after(cursor)?;
         let end = start.saturating_add(page_size.max(1)).min(self.tools.len());
         let page = &self.tools[start..end];
         let next = (end < self.tools.len()).then(|| encode_cursor(self.tools[end - 1].name()));
         Ok((page, next))
+    }
+
+    /// The index of the first tool after the one a cursor names (0 without a cursor).
+    fn start_after(&self, cursor: Option<&str>) -> Result<usize, String> {
+        let Some(c) = cursor else { return Ok(0) };
+        let after = decode_cursor(c).ok_or_else(|| format!("Invalid cursor {c:?}: pass back a nextCursor value exactly as received"))?;
+        Ok(self.tools.partition_point(|t| t.name() <= after.as_str()))
     }
 }
 
@@ -127,14 +127,7 @@ impl ToolSet {
         page_size: usize,
         keep: impl Fn(&RegisteredTool) -> bool,
     ) -> Result<(Vec<&Arc<RegisteredTool>>, Option<String>), String> {
-        let start = match cursor {
-            None => 0,
-            Some(c) => {
-                let after =
-                    decode_cursor(c).ok_or_else(|| format!("Invalid cursor {c:?}: pass back a nextCursor value exactly as received"))?;
-                self.tools.partition_point(|t| t.name() <= after.as_str())
-            }
-        };
+        let start = self.start_after(cursor)?;
         let mut visible = self.tools[start..].iter().filter(|t| keep(t));
         let page: Vec<&Arc<RegisteredTool>> = visible.by_ref().take(page_size.max(1)).collect();
         let more = visible.next().is_some();
