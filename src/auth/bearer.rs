@@ -29,7 +29,6 @@ pub struct Authenticator {
     verifier: Option<Arc<JwtVerifier>>,
     introspector: Option<Arc<Introspector>>,
     metadata: String,
-    required: Vec<String>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -56,13 +55,7 @@ pub enum Refusal {
 impl Authenticator {
     pub fn new(settings: &AuthSettings, verifier: Option<Arc<JwtVerifier>>, introspector: Option<Arc<Introspector>>) -> Self {
         let resource = settings.resource.clone().unwrap_or_default();
-        Self {
-            settings: settings.clone(),
-            verifier,
-            introspector,
-            metadata: metadata_url(&resource),
-            required: settings.required_scopes.clone(),
-        }
+        Self { settings: settings.clone(), verifier, introspector, metadata: metadata_url(&resource) }
     }
 
     /// The JWT verifier, when JWT issuers are configured.
@@ -91,10 +84,10 @@ impl Authenticator {
                 Refusal::Unavailable
             }
         })?;
-        let missing = self.required.iter().any(|s| !principal.has_scope(s));
+        let missing = self.settings.required_scopes.iter().any(|s| !principal.has_scope(s));
         if missing {
             let mut needed: Vec<String> = principal.scopes.iter().cloned().collect();
-            needed.extend(self.required.iter().filter(|s| !principal.has_scope(s)).cloned());
+            needed.extend(self.settings.required_scopes.iter().filter(|s| !principal.has_scope(s)).cloned());
             return Err(Refusal::InsufficientScope(needed));
         }
         Ok(principal)
@@ -118,7 +111,7 @@ impl Authenticator {
 
     /// The HTTP answer for a refusal.
     pub fn refuse(&self, refusal: &Refusal) -> Response<Body> {
-        let scope = self.required.join(" ");
+        let scope = self.settings.required_scopes.join(" ");
         let (status, challenge, message) = match refusal {
             Refusal::Missing => (
                 StatusCode::UNAUTHORIZED,

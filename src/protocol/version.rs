@@ -75,11 +75,6 @@ impl ProtocolVersion {
         self >= Self::V2025_06_18
     }
 
-    /// Version strings for error data, newest first.
-    pub fn supported_strings() -> Vec<&'static str> {
-        Self::ALL.iter().rev().map(|v| v.as_str()).collect()
-    }
-
     /// The legacy revisions, newest first.
     pub fn legacy_strings() -> Vec<&'static str> {
         Self::ALL.iter().rev().filter(|v| v.era() == Era::Legacy).map(|v| v.as_str()).collect()

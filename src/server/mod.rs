@@ -92,11 +92,10 @@ impl McpServer {
     }
 
     /// What this server offers, declared only for what is really there (L-08).
-    pub fn capabilities(&self, era: Era) -> Value {
+    pub fn capabilities(&self) -> Value {
         let mut caps = Map::new();
         caps.insert("tools".into(), json!({ "listChanged": true }));
-        // Legacy: logging/setLevel. Modern: per-request `_meta` logLevel.
-        let _ = era;
+        // Both eras: legacy by logging/setLevel, modern by the per-request `_meta` logLevel.
         caps.insert("logging".into(), json!({}));
         if !self.resources.is_empty() {
             caps.insert("resources".into(), json!({ "subscribe": true, "listChanged": true }));
@@ -123,7 +122,7 @@ impl McpServer {
     pub fn initialize_result(&self, version: ProtocolVersion) -> Value {
         let mut result = json!({
             "protocolVersion": version.as_str(),
-            "capabilities": self.capabilities(Era::Legacy),
+            "capabilities": self.capabilities(),
             "serverInfo": self.server_info(),
         });
         if let Some(instructions) = &self.settings.server.instructions {
@@ -137,7 +136,7 @@ impl McpServer {
         let mut result = json!({
             // Only versions a stateless request can use; legacy ones need `initialize`.
             "supportedVersions": [ProtocolVersion::LATEST_MODERN.as_str()],
-            "capabilities": self.capabilities(Era::Modern),
+            "capabilities": self.capabilities(),
             "serverInfo": self.server_info(),
         });
         if let Some(instructions) = &self.settings.server.instructions {

@@ -10,13 +10,13 @@ use std::sync::atomic::AtomicU8;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderValue, Response, StatusCode};
+use axum::http::{Response, StatusCode};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::{headers, sse};
+use super::sse;
 use crate::protocol::ProtocolVersion;
 use crate::protocol::jsonrpc::{self, Request, RpcError, code};
 use crate::server::{McpServer, RequestCtx};
@@ -151,32 +151,22 @@ pub struct Answer {
     pub buffer: usize,
     /// Modern era: dropping the response cancels the request.
     pub drop_guard: Option<DropGuard>,
-    pub session_header: Option<HeaderValue>,
 }
 
 /// Waits for the first frame and answers with JSON or SSE.
 pub async fn answer(mut rx: mpsc::Receiver<Frame>, mut how: Answer) -> Response<Body> {
-    let first = tokio::time::timeout(how.keep_alive, rx.recv()).await;
-    let session_header = how.session_header.take();
-    let mut response = match first {
+    match tokio::time::timeout(how.keep_alive, rx.recv()).await {
         Ok(Some(Frame::Final { json, status })) => {
             // Finished: nothing left to cancel.
             if let Some(guard) = how.drop_guard.take() {
                 guard.disarm();
             }
-            let mut res = Response::new(Body::from(json));
-            *res.status_mut() = status;
-            res.headers_mut().insert(axum::http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            res
+            super::headers::json_text(status, json)
         }
         Ok(Some(first @ (Frame::Message(_) | Frame::Detach))) => stream(Some(first), rx, how),
         // Cancelled before anything was sent, or still running after a keep-alive interval.
         Ok(None) | Err(_) => stream(None, rx, how),
-    };
-    if let Some(v) = session_header {
-        response.headers_mut().insert(headers::SESSION_ID, v);
     }
-    response
 }
 
 fn stream(first: Option<Frame>, mut rx: mpsc::Receiver<Frame>, how: Answer) -> Response<Body> {

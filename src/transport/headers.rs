@@ -65,7 +65,12 @@ pub fn get<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
 
 /// A JSON response.
 pub fn json(status: StatusCode, value: &Value) -> Response<Body> {
-    let mut res = Response::new(Body::from(value.to_string()));
+    json_text(status, value.to_string())
+}
+
+/// A JSON response from text that is already serialized.
+pub fn json_text(status: StatusCode, json: String) -> Response<Body> {
+    let mut res = Response::new(Body::from(json));
     *res.status_mut() = status;
     res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     res

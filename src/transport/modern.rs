@@ -98,7 +98,6 @@ pub(crate) async fn post(app: &AppState, headers: &HeaderMap, message: Incoming,
             buffer: app.settings.sse.stream_buffer,
             // A closed response stream cancels the request (2026-07-28 cancellation).
             drop_guard: Some(cancel.drop_guard()),
-            session_header: None,
         },
     )
     .await
@@ -219,15 +218,8 @@ fn check_param_headers(app: &AppState, headers: &HeaderMap, req: &Request) -> Re
         let Some(raw) = headers.get(header.as_str()) else {
             return Err(mismatch(format!("is required because arguments.{property} is present")));
         };
-        let raw = raw.to_str().map_err(|_| mismatch("is not visible ASCII".into()))?.trim();
-        let decoded = match raw.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
-            Some(inner) => STANDARD
-                .decode(inner)
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok())
-                .ok_or_else(|| mismatch("is not valid padded base64".into()))?,
-            None => raw.to_owned(),
-        };
+        let raw = raw.to_str().map_err(|_| mismatch("is not visible ASCII".into()))?;
+        let decoded = decode_header_value(raw).ok_or_else(|| mismatch("is not valid padded base64".into()))?;
         if decoded != expected {
             return Err(mismatch(format!("does not match arguments.{property}")));
         }
@@ -237,12 +229,17 @@ fn check_param_headers(app: &AppState, headers: &HeaderMap, req: &Request) -> Re
 
 /// A header value with surrounding whitespace trimmed and `=?base64?…?=` decoded.
 fn header_value(headers: &HeaderMap, name: &axum::http::HeaderName) -> Option<String> {
-    let raw = headers::get(headers, name)?.trim();
-    if let Some(inner) = raw.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
-        let bytes = STANDARD.decode(inner).ok()?;
-        return String::from_utf8(bytes).ok();
+    decode_header_value(headers::get(headers, name)?)
+}
+
+/// SEP-2243 header encoding: trimmed, and `=?base64?…?=` (padded base64 of UTF-8) decoded;
+/// `None` when the encoded form does not decode.
+fn decode_header_value(raw: &str) -> Option<String> {
+    let raw = raw.trim();
+    match raw.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
+        Some(inner) => String::from_utf8(STANDARD.decode(inner).ok()?).ok(),
+        None => Some(raw.to_owned()),
     }
-    Some(raw.to_owned())
 }
 
 /// `subscriptions/listen`: acknowledges at once, then carries the requested change

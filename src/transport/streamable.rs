@@ -251,7 +251,6 @@ async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming, caller: 
                     retry_ms: app.settings.sse.retry_ms,
                     buffer: app.settings.sse.stream_buffer,
                     drop_guard: None,
-                    session_header: None,
                 },
             )
             .await
