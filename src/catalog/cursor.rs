@@ -20,6 +20,13 @@ pub fn invalid(cursor: &str) -> String {
     format!("Invalid cursor {cursor:?}: pass back a nextCursor value exactly as received")
 }
 
+/// Where the page after `cursor` starts in a key-sorted slice (0 without a cursor).
+pub fn start<T>(items: &[T], key: impl Fn(&T) -> &str, kind: &str, cursor: Option<&str>) -> Result<usize, String> {
+    let Some(c) = cursor else { return Ok(0) };
+    let after = decode(kind, c).ok_or_else(|| invalid(c))?;
+    Ok(items.partition_point(|t| key(t) <= after.as_str()))
+}
+
 /// Pages a key-sorted slice.
 pub fn page<'a, T>(
     items: &'a [T],
@@ -28,13 +35,7 @@ pub fn page<'a, T>(
     cursor: Option<&str>,
     size: usize,
 ) -> Result<(&'a [T], Option<String>), String> {
-    let start = match cursor {
-        None => 0,
-        Some(c) => {
-            let after = decode(kind, c).ok_or_else(|| invalid(c))?;
-            items.partition_point(|t| key(t) <= after.as_str())
-        }
-    };
+    let start = start(items, &key, kind, cursor)?;
     let end = start.saturating_add(size.max(1)).min(items.len());
     let next = (end < items.len()).then(|| encode(kind, key(&items[end - 1])));
     Ok((&items[start..end], next))

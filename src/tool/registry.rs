@@ -6,18 +6,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonschema::Validator;
 use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::{Tool, schema};
 use crate::bus::{Change, EventBus};
+use crate::catalog::cursor;
 
 /// Longest tool name accepted; the spec allows 128 but the conformance suite checks 64.
 const MAX_NAME_LEN: usize = 64;
-const CURSOR_PREFIX: &str = "tools:";
+/// The kind cursors of this list carry (see `catalog::cursor`).
+const CURSOR_KIND: &str = "tools";
 
 /// A tool with its compiled schemas and its pre-serialized listing entry.
 pub struct RegisteredTool {
@@ -104,22 +104,9 @@ impl ToolSet {
     /// One page of tools after `cursor`, with the cursor for the next page. The cursor names
     /// the last tool returned, so pages stay consistent while tools are added or removed.
     pub fn page(&self, cursor: Option<&str>, page_size: usize) -> Result<(&[Arc<RegisteredTool>], Option<String>), String> {
-        let start = self.start_after(cursor)?;
-        let end = start.saturating_add(page_size.max(1)).min(self.tools.len());
-        let page = &self.tools[start..end];
-        let next = (end < self.tools.len()).then(|| encode_cursor(self.tools[end - 1].name()));
-        Ok((page, next))
+        cursor::page(&self.tools, |t| t.name(), CURSOR_KIND, cursor, page_size)
     }
 
-    /// The index of the first tool after the one a cursor names (0 without a cursor).
-    fn start_after(&self, cursor: Option<&str>) -> Result<usize, String> {
-        let Some(c) = cursor else { return Ok(0) };
-        let after = decode_cursor(c).ok_or_else(|| format!("Invalid cursor {c:?}: pass back a nextCursor value exactly as received"))?;
-        Ok(self.tools.partition_point(|t| t.name() <= after.as_str()))
-    }
-}
-
-impl ToolSet {
     /// Like [`ToolSet::page`], over only the tools `keep` admits (per-caller visibility).
     pub fn page_filtered(
         &self,
@@ -127,25 +114,13 @@ impl ToolSet {
         page_size: usize,
         keep: impl Fn(&RegisteredTool) -> bool,
     ) -> Result<(Vec<&Arc<RegisteredTool>>, Option<String>), String> {
-        let start = self.start_after(cursor)?;
+        let start = cursor::start(&self.tools, |t| t.name(), CURSOR_KIND, cursor)?;
         let mut visible = self.tools[start..].iter().filter(|t| keep(t));
         let page: Vec<&Arc<RegisteredTool>> = visible.by_ref().take(page_size.max(1)).collect();
         let more = visible.next().is_some();
-        let next = if more { page.last().map(|t| encode_cursor(t.name())) } else { None };
+        let next = if more { page.last().map(|t| cursor::encode(CURSOR_KIND, t.name())) } else { None };
         Ok((page, next))
     }
-}
-
-fn encode_cursor(last: &str) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{last}"))
-}
-
-fn decode_cursor(cursor: &str) -> Option<String> {
-    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
-    let text = String::from_utf8(bytes).ok()?;
-    let name = text.strip_prefix(CURSOR_PREFIX)?;
-    validate_name(name).ok()?;
-    Some(name.to_owned())
 }
 
 /// The live registry.
