@@ -98,13 +98,8 @@ fn now_secs() -> u64 {
 impl Introspector {
     /// `resource` is the canonical resource URI the token must be meant for.
     pub fn new(settings: &IntrospectionSettings, resource: &str) -> Result<Self, String> {
-        let url = url::Url::parse(&settings.endpoint).map_err(|e| format!("auth.introspection.endpoint: {e}"))?;
-        let loopback = url
-            .host_str()
-            .is_some_and(|h| h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || h == "[::1]");
-        if url.scheme() != "https" && !(url.scheme() == "http" && loopback) {
-            return Err("auth.introspection.endpoint must be https (http is accepted for loopback only)".into());
-        }
+        // The same rule as for key URLs: https, plain http only on loopback.
+        let url = super::jwks::fetchable_url(&settings.endpoint, "auth.introspection.endpoint")?;
         let mut client = BasicClient::new(ClientId::new(settings.client_id.clone()))
             .set_introspection_url(IntrospectionUrl::from_url(url))
             .set_auth_type(match settings.client_auth {

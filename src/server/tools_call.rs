@@ -17,6 +17,13 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use crate::tool::{ContextParts, Mrtr, ToolContext, ToolError, schema};
 
+/// What the audit record of a call needs from its run: how it ended, and whether the tool
+/// keeps its arguments in the record.
+struct Report {
+    outcome: Outcome,
+    keep_arguments: bool,
+}
+
 /// How a call ended, before it becomes a JSON-RPC result.
 enum Ended {
     Done(Result<CallToolResult, ToolError>),
@@ -36,16 +43,16 @@ impl McpServer {
         mrtr: Option<Arc<Mrtr>>,
     ) -> Result<Value, RpcError> {
         let started = std::time::Instant::now();
-        let mut outcome = Outcome::Ok;
-        let answer = self.run_call(params, ctx, mrtr, &mut outcome).await;
+        let mut report = Report { outcome: Outcome::Ok, keep_arguments: false };
+        let answer = self.run_call(params, ctx, mrtr, &mut report).await;
         if let Some(audit) = &ctx.audit {
             let name = params.get("name").and_then(Value::as_str).unwrap_or("");
-            let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+            let arguments = params.get("arguments").unwrap_or(&Value::Null);
             let size = answer.as_ref().ok().and_then(|v| serde_json::to_vec(v).ok()).map(|b| b.len() as u64);
             let mut record =
-                AuditRecord::new(EventKind::ToolCall, outcome).with_tool(name, &arguments).with_timing(started.elapsed(), size);
-            if self.tools.snapshot().get(name).is_some_and(|t| t.tool.audit_arguments) {
-                record = record.with_arguments(&arguments, &self.settings.audit.redact_field_refs());
+                AuditRecord::new(EventKind::ToolCall, report.outcome).with_tool(name, arguments).with_timing(started.elapsed(), size);
+            if report.keep_arguments {
+                record = record.with_arguments(arguments, &self.settings.audit.redact_field_refs());
             }
             if let Some(p) = &ctx.principal {
                 record = record.with_principal(p);
@@ -69,9 +76,9 @@ impl McpServer {
         params: &Map<String, Value>,
         ctx: &RequestCtx,
         mrtr: Option<Arc<Mrtr>>,
-        outcome: &mut Outcome,
+        report: &mut Report,
     ) -> Result<Value, RpcError> {
-        *outcome = Outcome::InvalidInput;
+        report.outcome = Outcome::InvalidInput;
         let name =
             params.get("name").and_then(Value::as_str).ok_or_else(|| RpcError::invalid_params("tools/call needs a string \"name\""))?;
         let arguments = match params.get("arguments") {
@@ -82,7 +89,7 @@ impl McpServer {
         let set = self.tools.snapshot();
         // A tool the caller may not use is reported exactly like one that does not exist.
         if set.get(name).is_some() && !self.may_use(name, ctx) {
-            *outcome = Outcome::Denied;
+            report.outcome = Outcome::Denied;
         }
         let tool = set
             .get(name)
@@ -90,6 +97,7 @@ impl McpServer {
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {name}")).with_data(json!({ "name": name })))?
             .clone();
         drop(set);
+        report.keep_arguments = tool.tool.audit_arguments;
 
         // Input validation failures are tool-execution errors the model can fix (SEP-1303).
         let args_value = Value::Object(arguments);
@@ -97,7 +105,7 @@ impl McpServer {
             return to_value(CallToolResult::error(format!("Invalid arguments for tool {name}: {problems}")));
         }
         let Value::Object(arguments) = args_value else { unreachable!("constructed as an object above") };
-        *outcome = Outcome::Ok;
+        report.outcome = Outcome::Ok;
 
         let progress_token =
             params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_i64() || t.is_u64()).cloned();
@@ -121,11 +129,11 @@ impl McpServer {
         let admitted = tokio::select! {
             permits = self.admit(&tool) => permits,
             () = tokio::time::sleep_until(deadline) => {
-                *outcome = Outcome::Timeout;
+                report.outcome = Outcome::Timeout;
                 return to_value(CallToolResult::error(format!("The tool {name} timed out after {} seconds waiting for a free slot; the server is busy, retry shortly", timeout.as_secs())));
             }
             () = ctx.cancel.cancelled() => {
-                *outcome = Outcome::Cancelled;
+                report.outcome = Outcome::Cancelled;
                 return Err(cancelled());
             }
         };
@@ -133,7 +141,7 @@ impl McpServer {
             Ok(permits) => permits,
             Err(Refused::QueueFull { running, queued }) => {
                 tracing::warn!(tool = name, running, queued, "tool call refused: concurrency queue full");
-                *outcome = Outcome::RateLimited;
+                report.outcome = Outcome::RateLimited;
                 return to_value(CallToolResult::error(format!(
                     "The server is busy ({running} calls running, {queued} waiting); retry {name} in a few seconds"
                 )));
@@ -151,11 +159,11 @@ impl McpServer {
         // Whatever ended the call, the tool's own work stops now.
         tool_cancel.cancel();
         if ctx.cancel.is_cancelled() {
-            *outcome = Outcome::Cancelled;
+            report.outcome = Outcome::Cancelled;
             return Err(cancelled());
         }
 
-        *outcome = match &ended {
+        report.outcome = match &ended {
             Ended::Cancelled => Outcome::Cancelled,
             Ended::Panicked | Ended::Done(Err(ToolError::Internal(_))) => Outcome::InternalError,
             Ended::TimedOut(_) => Outcome::Timeout,
@@ -200,7 +208,7 @@ impl McpServer {
             };
             if let Some(problem) = problem {
                 tracing::error!(tool = name, problem, "tool output does not match its outputSchema");
-                *outcome = Outcome::InternalError;
+                report.outcome = Outcome::InternalError;
                 return Err(RpcError::internal());
             }
         }
