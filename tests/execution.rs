@@ -53,48 +53,24 @@ async fn a_full_queue_is_refused_at_once_and_others_still_run() {
     .await;
     s.state().server.tools.upsert(sleeper("nap", 2)).expect("valid");
     let sid = s.initialize("2025-11-25").await;
-    let running = tokio::spawn({
-        let (client, url, sid) = (s.client.clone(), s.url("/mcp"), sid.clone());
-        async move {
-            let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nap"}}).to_string();
-            client
-                .post(url)
-                .header("content-type", "application/json")
-                .header("accept", common::ACCEPT_BOTH)
-                .header("mcp-session-id", sid)
-                .body(body)
-                .send()
-                .await
-        }
-    });
+    let running = common::spawn_post(&s, &sid, json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nap"}}).to_string());
     while s.state().server.calls.running() == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let queued = tokio::spawn({
-        let (client, url, sid) = (s.client.clone(), s.url("/mcp"), sid.clone());
-        async move {
-            let body = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"calculate_sum","arguments":{"a":1,"b":1}}})
-                .to_string();
-            let res = client
-                .post(url)
-                .header("content-type", "application/json")
-                .header("accept", common::ACCEPT_BOTH)
-                .header("mcp-session-id", sid)
-                .body(body)
-                .send()
-                .await
-                .expect("sent");
-            common::response_json(res).await
-        }
-    });
+    let queued = common::spawn_post(
+        &s,
+        &sid,
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"calculate_sum","arguments":{"a":1,"b":1}}}).to_string(),
+    );
     while s.state().server.calls.queued() == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let refused = call(&s, &sid, 3, "get_current_time").await;
     assert_eq!(refused["result"]["isError"], true);
     assert!(refused["result"]["content"][0]["text"].as_str().unwrap_or("").contains("busy"), "{refused}");
-    assert_eq!(queued.await.expect("join")["result"]["content"][0]["text"], "2", "the queued call ran once a slot was free");
-    running.await.expect("join").expect("first call answered");
+    let queued = common::response_json(queued.await.expect("join")).await;
+    assert_eq!(queued["result"]["content"][0]["text"], "2", "the queued call ran once a slot was free");
+    running.await.expect("first call answered");
 }
 
 #[tokio::test]

@@ -103,16 +103,7 @@ async fn a_dropped_post_stream_resumes_on_get_with_only_its_own_events() {
 async fn cancellation_stops_the_work_and_suppresses_the_response() {
     let s = TestServer::start().await;
     let stopped = Arc::new(AtomicBool::new(false));
-    let flag = stopped.clone();
-    let tool = Tool::builder("wait_forever", "Waits until cancelled.").handler(move |ctx| {
-        let flag = flag.clone();
-        async move {
-            // Set when the work ends by any route: completed, or its future dropped.
-            let _ended = common::SetOnDrop(flag);
-            ctx.progress(1.0, None, None).await;
-            ctx.sleep(Duration::from_secs(60)).await.map(|()| CallToolResult::text("finished"))
-        }
-    });
+    let tool = common::wait_forever(stopped.clone());
     s.state().server.tools.upsert(tool).expect("valid tool");
     let sid = s.initialize("2025-11-25").await;
     let call =

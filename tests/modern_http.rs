@@ -149,15 +149,7 @@ async fn closing_the_response_stream_cancels_the_request() {
     // keep-alive), so a short interval keeps this test quick.
     let s = TestServer::with(|c| c.sse.keep_alive_secs = 1).await;
     let stopped = Arc::new(AtomicBool::new(false));
-    let flag = stopped.clone();
-    let tool = Tool::builder("wait_forever", "Waits until cancelled.").handler(move |ctx| {
-        let flag = flag.clone();
-        async move {
-            // Set when the work ends by any route: completed, or its future dropped.
-            let _ended = common::SetOnDrop(flag);
-            ctx.sleep(Duration::from_secs(60)).await.map(|()| CallToolResult::text("finished"))
-        }
-    });
+    let tool = common::wait_forever(stopped.clone());
     s.state().server.tools.upsert(tool).expect("valid tool");
     // A raw socket, so the test controls exactly when the connection closes.
     let body = raw(1, "tools/call", json!({"name": "wait_forever", "_meta": meta(MODERN)}));

@@ -215,6 +215,32 @@ pub async fn open_get(server: &TestServer, session: &str, last_event_id: Option<
     server.client.get(server.url("/mcp")).headers(headers).send().await.expect("GET sent")
 }
 
+/// A tool that reports progress once (when asked for it) and then waits until cancelled;
+/// `ended` is set when its work ends by any route, completed or its future dropped.
+pub fn wait_forever(ended: std::sync::Arc<std::sync::atomic::AtomicBool>) -> toolgate::tool::Tool {
+    toolgate::tool::Tool::builder("wait_forever", "Waits until cancelled.").handler(move |ctx| {
+        let ended = ended.clone();
+        async move {
+            let _ended = SetOnDrop(ended);
+            ctx.progress(1.0, None, None).await;
+            ctx.sleep(Duration::from_secs(60)).await.map(|()| toolgate::protocol::CallToolResult::text("finished"))
+        }
+    })
+}
+
+/// Sends a request in a legacy session on its own task, for tests that act while it is in
+/// flight.
+pub fn spawn_post(server: &TestServer, session: &str, body: String) -> tokio::task::JoinHandle<reqwest::Response> {
+    let request = server
+        .client
+        .post(server.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT_BOTH)
+        .header("mcp-session-id", session)
+        .body(body);
+    tokio::spawn(async move { request.send().await.expect("request sent") })
+}
+
 /// Sets its flag when dropped: proves a tool's work ended even when the server stopped it by
 /// dropping its future.
 pub struct SetOnDrop(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
