@@ -30,41 +30,20 @@ NODE="$HARNESS_DIR/node22/node"
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/toolgate-e2e-oauth.XXXXXX")"
 
 log() { printf '[e2e oauth] %s\n' "$*" >&2; }
+# shellcheck source=tests/e2e/lib.sh
+. "$E2E/lib.sh"
 
 as_pid=""
 server_pid=""
-stop() { # pid
-  local pid="$1"
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill "$pid" 2>/dev/null || true
-    # a graceful stop; SIGKILL if it is still there after 10 s
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-}
 cleanup() {
-  stop "$server_pid"
+  stop_pid "$server_pid"
   server_pid=""
-  stop "$as_pid"
+  stop_pid "$as_pid"
   as_pid=""
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-passed=0
-failed=0
-failures=()
-record() { # name status
-  if [ "$2" = 0 ]; then
-    passed=$((passed + 1))
-    log "PASS $1"
-  else
-    failed=$((failed + 1))
-    failures+=("$1")
-    log "FAIL $1 (exit $2)"
-  fi
-}
 finish() {
   [ "$failed" = 0 ] || log "failed: ${failures[*]} (logs in $LOGS)"
   echo "oauth: $passed passed, $failed failed"
@@ -106,16 +85,6 @@ start_as() {
 }
 
 # ---- toolgate -------------------------------------------------------------------------------
-# GET /healthz with bash alone: true on an HTTP 200 answer.
-healthy() { # port
-  (
-    exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
-    printf 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&3
-    IFS= read -r -t 5 status <&3 || exit 1
-    [[ "$status" == "HTTP/1."?" 200 "* ]]
-  ) 2>/dev/null
-}
-
 # The resource URI names the port, so the settings file is written for each port tried.
 write_config() { # port
   cat >"$LOGS/toolgate.toml" <<EOF
@@ -129,33 +98,9 @@ issuer = "$ISSUER"
 EOF
 }
 
-start_server() {
-  local first="${PORTS%-*}" last="${PORTS#*-}" port
-  for ((port = first; port <= last; port++)); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then continue; fi # something listens there
-    write_config "$port"
-    TOOLGATE__SERVER__BIND="127.0.0.1:$port" TOOLGATE__LOG__FORMAT=json \
-      "$TOOLGATE_BIN" serve --config "$LOGS/toolgate.toml" >"$LOGS/server.log" 2>&1 &
-    server_pid=$!
-    for _ in $(seq 150); do
-      if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
-      if grep -q 'toolgate listening' "$LOGS/server.log" && healthy "$port"; then
-        SERVER_PORT=$port
-        return 0
-      fi
-      sleep 0.1
-    done
-    if kill -0 "$server_pid" 2>/dev/null; then
-      log "toolgate did not become healthy on port $port within 15 s; its log:"
-      cat "$LOGS/server.log" >&2
-      return 1
-    fi
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-    grep -qi 'in use' "$LOGS/server.log" || { log "toolgate failed to start; its log:" && cat "$LOGS/server.log" >&2 && return 1; }
-  done
-  log "no free port in $PORTS"
-  return 1
+launch_toolgate() { # port
+  write_config "$1"
+  TOOLGATE__SERVER__BIND="127.0.0.1:$1" TOOLGATE__LOG__FORMAT=json exec "$TOOLGATE_BIN" serve --config "$LOGS/toolgate.toml"
 }
 
 # ---- checks ---------------------------------------------------------------------------------
@@ -180,7 +125,7 @@ if ! start_as; then
   finish
   exit 1
 fi
-if ! start_server; then
+if ! start_toolgate; then
   record "toolgate start" 1
   finish
   exit 1

@@ -26,15 +26,11 @@ LOGS="$(mktemp -d "${TMPDIR:-/tmp}/toolgate-e2e.XXXXXX")"
 
 log() { printf '[e2e] %s\n' "$*" >&2; }
 
+# shellcheck source=tests/e2e/lib.sh
+. "$E2E/lib.sh"
 server_pid=""
 stop_server() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill "$server_pid" 2>/dev/null || true
-    # a graceful stop; SIGKILL if it is still there after 10 s
-    for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
+  stop_pid "$server_pid"
   server_pid=""
 }
 trap stop_server EXIT
@@ -52,64 +48,15 @@ BIN="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE/toolgate"
 export TOOLGATE_BIN="$BIN" # for oauth.sh and conformance.sh
 
 # ---- server ---------------------------------------------------------------------------------
-# GET /healthz with bash alone (no curl on a fresh machine): true on an HTTP 200 answer.
-healthy() { # port
-  (
-    exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
-    printf 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&3
-    IFS= read -r -t 5 status <&3 || exit 1
-    [[ "$status" == "HTTP/1."?" 200 "* ]]
-  ) 2>/dev/null
-}
-
-# Tries each port of E2E_PORTS until toolgate itself reports that it is listening (another
-# process answering /healthz on a busy port must not be mistaken for ours).
-start_server() {
-  local first="${PORTS%-*}" last="${PORTS#*-}" port
-  for ((port = first; port <= last; port++)); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then continue; fi # something listens there
-    # Default auth (dev mode): every client sends a token minted below with this key.
-    TOOLGATE__SERVER__BIND="127.0.0.1:$port" \
-      TOOLGATE__AUTH__DEV_KEY_FILE="$LOGS/dev-signing.key" \
-      TOOLGATE__TOOLS__PACKS__CONFORMANCE=true \
-      TOOLGATE__LIMITS__REQUEST_BURST=10000 TOOLGATE__LIMITS__TOOL_BURST=10000 \
-      TOOLGATE__TOOLS__PAGE_SIZE=4 \
-      TOOLGATE__LOG__FORMAT=json \
-      "$BIN" serve >"$LOGS/server.log" 2>&1 &
-    server_pid=$!
-    for _ in $(seq 150); do
-      if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
-      if grep -q 'toolgate listening' "$LOGS/server.log" && healthy "$port"; then
-        SERVER_PORT=$port
-        return 0
-      fi
-      sleep 0.1
-    done
-    if kill -0 "$server_pid" 2>/dev/null; then
-      log "toolgate did not become healthy on port $port within 15 s; its log:"
-      cat "$LOGS/server.log" >&2
-      return 1
-    fi
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-    grep -qi 'in use' "$LOGS/server.log" || { log "toolgate failed to start; its log:" && cat "$LOGS/server.log" >&2 && return 1; }
-  done
-  log "no free port in $PORTS"
-  return 1
-}
-
-passed=0
-failed=0
-failures=()
-record() { # name status
-  if [ "$2" = 0 ]; then
-    passed=$((passed + 1))
-    log "PASS $1"
-  else
-    failed=$((failed + 1))
-    failures+=("$1")
-    log "FAIL $1 (exit $2)"
-  fi
+# Default auth (dev mode): every client sends a token minted below with this key.
+launch_toolgate() { # port
+  TOOLGATE__SERVER__BIND="127.0.0.1:$1" \
+    TOOLGATE__AUTH__DEV_KEY_FILE="$LOGS/dev-signing.key" \
+    TOOLGATE__TOOLS__PACKS__CONFORMANCE=true \
+    TOOLGATE__LIMITS__REQUEST_BURST=10000 TOOLGATE__LIMITS__TOOL_BURST=10000 \
+    TOOLGATE__TOOLS__PAGE_SIZE=4 \
+    TOOLGATE__LOG__FORMAT=json \
+    exec "$BIN" serve
 }
 
 # Runs one client; its one-line JSON summary goes to stdout, its stderr to a log file.
@@ -125,7 +72,7 @@ client() { # name command...
   record "$name" "$rc"
 }
 
-if ! start_server; then
+if ! start_toolgate; then
   record "server start" 1
   echo "e2e: $passed passed, $failed failed"
   exit 1
