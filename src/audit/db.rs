@@ -240,35 +240,28 @@ fn push_common_filters_sqlite(q: &mut QueryBuilder<Sqlite>, filter: &AuditFilter
 }
 
 fn sqlite_row(row: &sqlx::sqlite::SqliteRow) -> Result<AuditRecord, sqlx::Error> {
+    // SQLite stores the id and time as text.
     let id: String = row.try_get("id")?;
     let time: String = row.try_get("time")?;
     let time = PrimitiveDateTime::parse(&time, SQLITE_TIME).map_err(|e| decode("time", e))?.assume_utc();
-    Ok(AuditRecord {
-        id: Uuid::parse_str(&id).map_err(|e| decode("id", e))?,
-        time,
-        request_id: row.try_get("request_id")?,
-        session_id: row.try_get("session_id")?,
-        issuer: row.try_get("issuer")?,
-        subject: row.try_get("subject")?,
-        client_id: row.try_get("client_id")?,
-        client_ip: row.try_get("client_ip")?,
-        kind: row.try_get::<String, _>("kind")?.parse().map_err(|e: String| decode("kind", e))?,
-        tool: row.try_get("tool")?,
-        args_sha256: row.try_get("args_sha256")?,
-        arguments: json(row.try_get("arguments")?)?,
-        outcome: row.try_get::<String, _>("outcome")?.parse().map_err(|e: String| decode("outcome", e))?,
-        detail: row.try_get("detail")?,
-        duration_ms: row.try_get::<Option<i64>, _>("duration_ms")?.map(to_u64),
-        result_bytes: row.try_get::<Option<i64>, _>("result_bytes")?.map(to_u64),
-        replica_id: row.try_get("replica_id")?,
-        trace_id: row.try_get("trace_id")?,
-    })
+    record_from(row, Uuid::parse_str(&id).map_err(|e| decode("id", e))?, time)
 }
 
 fn pg_row(row: &sqlx::postgres::PgRow) -> Result<AuditRecord, sqlx::Error> {
+    record_from(row, row.try_get("id")?, row.try_get::<OffsetDateTime, _>("time")?.to_offset(UtcOffset::UTC))
+}
+
+/// Every column but the two whose types differ per backend.
+fn record_from<'r, R>(row: &'r R, id: Uuid, time: OffsetDateTime) -> Result<AuditRecord, sqlx::Error>
+where
+    R: Row,
+    &'r str: sqlx::ColumnIndex<R>,
+    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
     Ok(AuditRecord {
-        id: row.try_get("id")?,
-        time: row.try_get::<OffsetDateTime, _>("time")?.to_offset(UtcOffset::UTC),
+        id,
+        time,
         request_id: row.try_get("request_id")?,
         session_id: row.try_get("session_id")?,
         issuer: row.try_get("issuer")?,
