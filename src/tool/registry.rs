@@ -28,6 +28,9 @@ pub struct RegisteredTool {
     pub(crate) listing: Arc<Value>,
     /// This tool's own concurrency limit, when it has one.
     pub(crate) bulkhead: Option<super::bulkhead::Bulkhead>,
+    /// Arguments the client must mirror in `Mcp-Param-<suffix>` headers (SEP-2243):
+    /// `(property, suffix)`, read once from the input schema's `x-mcp-header` marks.
+    pub(crate) header_params: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for RegisteredTool {
@@ -55,7 +58,15 @@ impl RegisteredTool {
         let listing = serde_json::to_value(d).map_err(|e| format!("tool {:?}: {e}", d.name))?;
         // A tool's own queue is as deep as its limit allows a burst to wait: 4 rounds.
         let bulkhead = tool.concurrency.map(|n| super::bulkhead::Bulkhead::new(n, n.saturating_mul(4)));
-        Ok(Self { tool, input, output, listing: Arc::new(listing), bulkhead })
+        let header_params = d
+            .input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter_map(|(property, schema)| Some((property.clone(), schema.get("x-mcp-header")?.as_str()?.to_owned())))
+            .collect();
+        Ok(Self { tool, input, output, listing: Arc::new(listing), bulkhead, header_params })
     }
 
     pub fn name(&self) -> &str {

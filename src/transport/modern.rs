@@ -202,10 +202,8 @@ fn check_param_headers(app: &AppState, headers: &HeaderMap, req: &Request) -> Re
     let Some(name) = req.params.get("name").and_then(Value::as_str) else { return Ok(()) };
     let set = app.server.tools.snapshot();
     let Some(tool) = set.get(name) else { return Ok(()) };
-    let Some(properties) = tool.tool.descriptor().input_schema.get("properties").and_then(Value::as_object) else { return Ok(()) };
     let arguments = req.params.get("arguments").and_then(Value::as_object);
-    for (property, schema) in properties {
-        let Some(suffix) = schema.get("x-mcp-header").and_then(Value::as_str) else { continue };
+    for (property, suffix) in &tool.header_params {
         let Some(value) = arguments.and_then(|a| a.get(property)) else { continue };
         let expected = match value {
             Value::String(s) => s.clone(),
