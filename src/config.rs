@@ -139,6 +139,15 @@ pub struct ToolSettings {
     pub max_queued_calls: usize,
     /// Characters of text a tool result may carry unless the tool sets its own limit.
     pub default_char_limit: usize,
+    /// Declarative tool definitions: a TOML or JSON file, or a directory of them (`*.toml`,
+    /// `*.json`). Watched and re-read on change and on SIGHUP.
+    pub path: Option<PathBuf>,
+    /// Watch `path` for changes (SIGHUP reloads either way).
+    pub watch: bool,
+    /// What `http` tools may reach.
+    pub http: crate::tooldef::http::HttpToolSettings,
+    /// What `command` tools may run.
+    pub command: crate::tooldef::command::CommandToolSettings,
 }
 
 impl Default for ToolSettings {
@@ -153,6 +162,10 @@ impl Default for ToolSettings {
             max_concurrent_calls: 256,
             max_queued_calls: 1024,
             default_char_limit: 25_000,
+            path: None,
+            watch: true,
+            http: Default::default(),
+            command: Default::default(),
         }
     }
 }

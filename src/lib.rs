@@ -19,4 +19,5 @@ pub mod session;
 pub mod store;
 pub mod telemetry;
 pub mod tool;
+pub mod tooldef;
 pub mod transport;

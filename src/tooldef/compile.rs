@@ -1,0 +1,1 @@
+//! Parsing and compiling definitions into tools.
