@@ -27,6 +27,7 @@ use crate::config::Settings;
 use crate::server::McpServer;
 use crate::session::SessionStore;
 use crate::store::Store;
+use crate::tooldef::Definitions;
 use crate::transport::guard::{self, HostGuard};
 use crate::transport::listen::{self, Listeners};
 use crate::transport::{legacy_sse, streamable};
@@ -51,6 +52,10 @@ pub struct Shared {
     pub limiter: Option<Arc<dyn crate::limits::Limiter>>,
     /// The audit log; `None` when `audit.enabled = false`.
     pub audit: Option<Arc<AuditLog>>,
+    /// The database (SQLite by default): audit log and stored tool definitions.
+    pub store: Store,
+    /// The declarative tools' sources (tools file, database).
+    pub definitions: Arc<Definitions>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -124,12 +129,16 @@ impl AppState {
             }
         };
         // The store is connected (and migrated) before serving, so a bad URL stops start-up.
+        let store = Store::connect(&settings.storage).await.map_err(|e| anyhow::anyhow!("storage: {e}"))?;
         let audit = if settings.audit.enabled {
-            let store = Store::connect(&settings.storage).await.map_err(|e| anyhow::anyhow!("storage: {e}"))?;
-            Some(AuditLog::start(&settings.audit, store).map_err(|e| anyhow::anyhow!("audit log: {e}"))?)
+            Some(AuditLog::start(&settings.audit, store.clone()).map_err(|e| anyhow::anyhow!("audit log: {e}"))?)
         } else {
             None
         };
+        // An invalid tools file stops start-up with every problem listed; later reloads keep
+        // the previous tools instead.
+        let definitions = Arc::new(Definitions::new(settings.clone(), server.clone(), Some(store.clone())));
+        definitions.load_initial().await?;
         let limiter: Option<Arc<dyn crate::limits::Limiter>> = if settings.limits.enabled {
             Some(Arc::new(crate::limits::LocalLimiter::new(&settings.limits).map_err(|e| anyhow::anyhow!("invalid [limits]: {e}"))?))
         } else {
@@ -139,6 +148,8 @@ impl AppState {
             auth,
             limiter,
             audit,
+            store,
+            definitions,
             sessions: Arc::new(SessionStore::new(settings.sessions.clone(), settings.sse.replay_events)),
             listeners: Arc::new(Listeners::default()),
             server,
@@ -246,7 +257,9 @@ fn spawn_background(state: &AppState) {
     if let Some(audit) = &state.audit {
         tokio::spawn(audit_registry_changes(state.server.bus.clone(), audit.clone(), state.shutdown.clone()));
     }
+    state.definitions.spawn_watchers(state.shutdown.clone());
     if let Some(limiter) = &state.limiter {
+        tokio::spawn(apply_tool_limits(state.server.clone(), limiter.clone(), state.shutdown.clone()));
         crate::limits::spawn_housekeeping(limiter.clone(), state.settings.limits.housekeeping_interval(), state.shutdown.clone());
     }
     if let Some(verifier) = state.auth.as_ref().and_then(|a| a.verifier()) {
@@ -269,6 +282,26 @@ fn spawn_background(state: &AppState) {
             }
         }
     });
+}
+
+/// Keeps the limiter's per-tool rules in step with the rates tool definitions carry.
+async fn apply_tool_limits(server: Arc<McpServer>, limiter: Arc<dyn crate::limits::Limiter>, stop: CancellationToken) {
+    let mut rx = server.bus.subscribe();
+    loop {
+        let rates = server.tools.snapshot().iter().filter_map(|t| Some((t.name().to_owned(), t.tool.rate_limit.clone()?))).collect();
+        limiter.configure_tools(&rates);
+        loop {
+            let change = tokio::select! {
+                change = rx.recv() => change,
+                () = stop.cancelled() => return,
+            };
+            match change {
+                Ok(crate::bus::Change::ToolsListChanged) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    }
 }
 
 /// Every change to what the server offers becomes an audit record.
@@ -296,6 +329,8 @@ async fn audit_registry_changes(bus: Arc<dyn EventBus>, audit: Arc<AuditLog>, st
 #[derive(Debug)]
 pub struct Running {
     pub addr: SocketAddr,
+    /// The admin listener's address, when `admin.enabled`.
+    pub admin_addr: Option<SocketAddr>,
     pub state: AppState,
     pub handle: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -312,6 +347,7 @@ impl Running {
 pub async fn start(state: AppState, bind: SocketAddr) -> std::io::Result<Running> {
     let listener = TcpListener::bind(bind).await?;
     let addr = listener.local_addr()?;
+    let admin_addr = if state.settings.admin.enabled { Some(start_admin(&state).await?) } else { None };
     spawn_background(&state);
     let app = router(state.clone());
     let stop = state.shutdown.clone();
@@ -348,5 +384,27 @@ pub async fn start(state: AppState, bind: SocketAddr) -> std::io::Result<Running
         served
     });
     tracing::info!(%addr, "toolgate listening");
-    Ok(Running { addr, state, handle })
+    Ok(Running { addr, admin_addr, state, handle })
+}
+
+/// Binds the admin listener and serves it until shutdown; it stops with the public one.
+async fn start_admin(state: &AppState) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(state.settings.admin.bind).await?;
+    let addr = listener.local_addr()?;
+    let app = crate::admin::router(state.clone()).layer(
+        ServiceBuilder::new()
+            .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
+            .layer(SetRequestIdLayer::x_request_id(RequestIds::new()))
+            .layer(PropagateRequestIdLayer::x_request_id())
+            .layer(TraceLayer::new_for_http()),
+    );
+    let stop = state.shutdown.clone();
+    tokio::spawn(async move {
+        let serve = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>());
+        if let Err(e) = serve.with_graceful_shutdown(async move { stop.cancelled().await }).await {
+            tracing::error!(error = %e, "the admin listener failed");
+        }
+    });
+    tracing::info!(%addr, "admin listener");
+    Ok(addr)
 }

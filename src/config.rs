@@ -20,6 +20,7 @@ pub struct Settings {
     pub storage: crate::store::StorageSettings,
     pub audit: crate::audit::AuditSettings,
     pub limits: crate::limits::LimitSettings,
+    pub admin: crate::admin::AdminSettings,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -265,6 +266,15 @@ impl Settings {
         self.storage.validate().map_err(|reason| ConfigError::Invalid { key: "storage", reason })?;
         self.audit.validate().map_err(|reason| ConfigError::Invalid { key: "audit", reason })?;
         self.limits.validate().map_err(|reason| ConfigError::Invalid { key: "limits", reason })?;
+        if self.admin.enabled && self.auth.mode == crate::auth::settings::AuthMode::Off && !self.admin.bind.ip().is_loopback() {
+            return invalid(
+                "admin.bind",
+                "with auth.mode = \"off\" the admin API has no authentication, so it only serves on a loopback address; turn auth on (admin tokens need the admin.scope scope) or bind it to 127.0.0.1",
+            );
+        }
+        if self.admin.scope.trim().is_empty() {
+            return invalid("admin.scope", "must name the scope admin tokens carry");
+        }
         if self.auth.mode == crate::auth::settings::AuthMode::Dev
             && !self.server.bind.ip().is_loopback()
             && !self.auth.dev_allow_public_bind

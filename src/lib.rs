@@ -5,6 +5,7 @@
 //! streams, [`server`] implements the MCP methods, [`tool`] is the API tools are written
 //! against, and [`packs`] ships built-in tools. [`app`] wires it together.
 
+pub mod admin;
 pub mod app;
 pub mod audit;
 pub mod auth;

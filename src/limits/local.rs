@@ -5,6 +5,8 @@
 //! implementation of [`Limiter`] in its place.
 
 use std::collections::HashMap;
+
+use arc_swap::ArcSwap;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -18,7 +20,7 @@ use governor::{NotUntil, Quota, RateLimiter};
 use super::Limiter;
 use super::key::ClientKey;
 use super::rejection::{Reason, Rejection};
-use super::settings::{LimitSettings, nz};
+use super::settings::{LimitSettings, ToolLimit, nz};
 use super::store::{CappedStore, Lookup, Overflow};
 
 type Keyed<C> = RateLimiter<Lookup<ClientKey>, CappedStore<ClientKey>, C, NoOpMiddleware<<C as Clock>::Instant>>;
@@ -59,6 +61,8 @@ impl<C: Clock> Table<C> {
 struct ToolRule<C: Clock> {
     own: Option<Table<C>>,
     cost: NonZeroU32,
+    /// The rule it was built from, so a reconfiguration keeps the buckets of unchanged rules.
+    limit: ToolLimit,
 }
 
 /// In-process limiter. Generic over governor's clock so tests drive time with
@@ -75,7 +79,12 @@ pub struct LocalLimiter<C: Clock = DefaultClock> {
     requests: Table<C>,
     global: Direct<C>,
     shared_tools: Table<C>,
-    tools: HashMap<String, ToolRule<C>>,
+    /// Per-tool rules: `[limits.tools]` merged with the rates tool definitions carry; swapped
+    /// whole when the tool set changes (`configure_tools`).
+    tools: ArcSwap<HashMap<String, Arc<ToolRule<C>>>>,
+    /// `[limits.tools]`, which wins over a definition's own rate.
+    configured: std::collections::BTreeMap<String, ToolLimit>,
+    settings: LimitSettings,
     auth_failures: Table<C>,
 }
 
@@ -96,28 +105,28 @@ where
         settings.validate()?;
         let cap = settings.max_keys;
         let table = |name: &str, quota| Table::new(name, quota, cap, Overflow::Shared, clock.clone());
-        let tools = settings
-            .tools
-            .iter()
-            .map(|(name, tool)| {
-                let own = tool.own_quota().map(|quota| table(&format!("tool:{name}"), quota));
-                (name.clone(), ToolRule { own, cost: nz(tool.cost) })
-            })
-            .collect();
+        let tools = settings.tools.iter().map(|(name, tool)| (name.clone(), Arc::new(Self::rule(settings, &clock, name, tool)))).collect();
         Ok(Self {
             enabled: settings.enabled,
             requests: table("requests", settings.request_quota()),
             global: RateLimiter::direct_with_clock(settings.global_quota(), clock.clone()),
             shared_tools: table("shared_tools", settings.shared_tool_quota()),
-            tools,
+            tools: ArcSwap::from_pointee(tools),
+            configured: settings.tools.clone(),
+            settings: settings.clone(),
             auth_failures: Table::new("auth_failures", settings.auth_failure_quota(), cap, Overflow::Untracked, clock.clone()),
             clock,
         })
     }
 
-    fn tables(&self) -> impl Iterator<Item = &Table<C>> {
-        let own_tools = self.tools.values().filter_map(|rule| rule.own.as_ref());
-        [&self.requests, &self.shared_tools, &self.auth_failures].into_iter().chain(own_tools)
+    fn rule(settings: &LimitSettings, clock: &C, name: &str, tool: &ToolLimit) -> ToolRule<C> {
+        let own = tool.own_quota().map(|quota| Table::new(format!("tool:{name}"), quota, settings.max_keys, Overflow::Shared, clock.clone()));
+        ToolRule { own, cost: nz(tool.cost), limit: tool.clone() }
+    }
+
+    /// Every key table but the per-tool ones (those live behind the swap).
+    fn fixed_tables(&self) -> [&Table<C>; 3] {
+        [&self.requests, &self.shared_tools, &self.auth_failures]
     }
 
     fn rejection(&self, not_until: &NotUntil<C::Instant>, reason: Reason) -> Rejection {
@@ -146,9 +155,10 @@ where
         }
         // Unknown tool names (they come from the request body) all map to the shared table,
         // keyed by client only, so they cannot grow the tables.
-        let (table, cost) = match self.tools.get(tool) {
-            Some(ToolRule { own: Some(own), cost }) => (own, *cost),
-            Some(ToolRule { own: None, cost }) => (&self.shared_tools, *cost),
+        let rules = self.tools.load();
+        let (table, cost) = match rules.get(tool).map(AsRef::as_ref) {
+            Some(ToolRule { own: Some(own), cost, .. }) => (own, *cost),
+            Some(ToolRule { own: None, cost, .. }) => (&self.shared_tools, *cost),
             None => (&self.shared_tools, NonZeroU32::MIN),
         };
         match table.limiter.check_key_n(&Lookup::commit(*key), cost) {
@@ -185,10 +195,28 @@ where
     /// keys (each table is at most `max_keys`), taking one shard lock at a time, so requests
     /// are never blocked for the whole pass.
     fn housekeep(&self) {
-        self.tables().for_each(Table::housekeep);
+        self.fixed_tables().into_iter().for_each(Table::housekeep);
+        self.tools.load().values().filter_map(|rule| rule.own.as_ref()).for_each(Table::housekeep);
     }
 
     fn tracked_keys(&self) -> usize {
-        self.tables().map(|table| table.limiter.len()).sum()
+        let own = self.tools.load().values().filter_map(|rule| rule.own.as_ref()).map(|t| t.limiter.len()).sum::<usize>();
+        self.fixed_tables().iter().map(|table| table.limiter.len()).sum::<usize>() + own
+    }
+
+    /// Rules whose limit is unchanged keep their table (and so their clients' state); a rule
+    /// that a definition gives but `[limits.tools]` also sets keeps the configured one.
+    fn configure_tools(&self, from_definitions: &std::collections::BTreeMap<String, ToolLimit>) {
+        let current = self.tools.load();
+        let mut next = HashMap::new();
+        for (name, limit) in from_definitions.iter().chain(&self.configured) {
+            let limit = self.configured.get(name).unwrap_or(limit);
+            let rule = match current.get(name) {
+                Some(rule) if rule.limit == *limit => rule.clone(),
+                _ => Arc::new(Self::rule(&self.settings, &self.clock, name, limit)),
+            };
+            next.insert(name.clone(), rule);
+        }
+        self.tools.store(Arc::new(next));
     }
 }

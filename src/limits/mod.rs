@@ -63,6 +63,10 @@ pub trait Limiter: Send + Sync {
 
     /// Keys currently tracked across all tables (a gauge worth exporting).
     fn tracked_keys(&self) -> usize;
+
+    /// The per-tool rates that tool definitions carry, replacing the previous set whenever the
+    /// tools change. `[limits.tools.<name>]` wins over a definition's rate for the same tool.
+    fn configure_tools(&self, from_definitions: &std::collections::BTreeMap<String, ToolLimit>);
 }
 
 /// Runs [`Limiter::housekeep`] every `interval` until `cancel` fires. The first run is one

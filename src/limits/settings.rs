@@ -101,21 +101,27 @@ impl LimitSettings {
             return Err("limits.max_keys and limits.housekeeping_secs must be at least 1".into());
         }
         for (name, tool) in &self.tools {
-            let key = format!("limits.tools.{name}");
-            if tool.cost == 0 {
-                return Err(format!("{key}.cost must be at least 1"));
-            }
-            let burst = match (tool.per_minute, tool.burst) {
-                (Some(0), _) | (_, Some(0)) => return Err(format!("{key}: per_minute and burst must be at least 1")),
-                (Some(_), Some(burst)) => burst,
-                (None, None) => self.tool_burst,
-                _ => return Err(format!("{key}: set both per_minute and burst, or neither")),
-            };
-            // A call costing more than the bucket holds could never pass (governor reports
-            // InsufficientCapacity); refuse it here instead of failing every call.
-            if tool.cost > burst {
-                return Err(format!("{key}.cost ({}) exceeds the burst it is charged to ({burst})", tool.cost));
-            }
+            self.validate_tool(&format!("limits.tools.{name}"), tool)?;
+        }
+        Ok(())
+    }
+
+    /// Checks one tool's rule (from `[limits.tools]` or a tool definition); `key` names it
+    /// in the message.
+    pub fn validate_tool(&self, key: &str, tool: &ToolLimit) -> Result<(), String> {
+        if tool.cost == 0 {
+            return Err(format!("{key}.cost must be at least 1"));
+        }
+        let burst = match (tool.per_minute, tool.burst) {
+            (Some(0), _) | (_, Some(0)) => return Err(format!("{key}: per_minute and burst must be at least 1")),
+            (Some(_), Some(burst)) => burst,
+            (None, None) => self.tool_burst,
+            _ => return Err(format!("{key}: set both per_minute and burst, or neither")),
+        };
+        // A call costing more than the bucket holds could never pass (governor reports
+        // InsufficientCapacity); refuse it here instead of failing every call.
+        if tool.cost > burst {
+            return Err(format!("{key}.cost ({}) exceeds the burst it is charged to ({burst})", tool.cost));
         }
         Ok(())
     }

@@ -21,7 +21,7 @@ pub fn install(server: &McpServer, settings: &ToolSettings) -> Result<(), String
     server.tools.upsert_all([calculate_sum(), get_current_time(), echo(), report_progress_steps(), analyze_csv(settings.csv_dir.clone())])
 }
 
-fn calculate_sum() -> Tool {
+pub(crate) fn calculate_sum() -> Tool {
     Tool::builder(
         "calculate_sum",
         "Add two numbers and return the sum. Example: {\"a\": 2, \"b\": 3} returns 5. Use for exact arithmetic instead of estimating.",
@@ -66,7 +66,7 @@ fn format_number(n: f64) -> String {
     if n.fract() == 0.0 && n.abs() < 1e15 { format!("{}", n as i64) } else { n.to_string() }
 }
 
-fn get_current_time() -> Tool {
+pub(crate) fn get_current_time() -> Tool {
     Tool::builder(
         "get_current_time",
         "Return the current date and time in UTC. Example: {} returns \"2026-11-21T10:15:00Z\"; {\"format\": \"unix\"} returns seconds since 1970.",
@@ -88,7 +88,7 @@ fn get_current_time() -> Tool {
     })
 }
 
-fn echo() -> Tool {
+pub(crate) fn echo() -> Tool {
     Tool::builder(
         "echo",
         "Return the given text unchanged, for checking a connection end to end. Example: {\"text\": \"héllo\"} returns \"héllo\".",
@@ -143,7 +143,7 @@ fn report_progress_steps() -> Tool {
     })
 }
 
-fn analyze_csv(dir: PathBuf) -> Tool {
+pub(crate) fn analyze_csv(dir: PathBuf) -> Tool {
     Tool::builder(
         "analyze_csv",
         "Summarize a CSV file from the server's data directory: row count and, per column, numeric statistics (min, max, mean) or the most frequent values. \

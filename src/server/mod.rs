@@ -192,7 +192,8 @@ impl McpServer {
                 "server/discover" | "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
                     obj.insert("ttlMs".into(), json!(LIST_TTL_MS));
                     // A tool list filtered by the caller's scopes must not be shared.
-                    let per_caller = method == "tools/list" && !self.settings.auth.tool_scopes.is_empty();
+                    let per_caller = method == "tools/list"
+                        && (!self.settings.auth.tool_scopes.is_empty() || self.tools.snapshot().has_scoped_tools());
                     obj.insert("cacheScope".into(), json!(if per_caller { "private" } else { "public" }));
                 }
                 "resources/read" => {
@@ -229,16 +230,17 @@ impl McpServer {
 
     /// Whether the caller may see and call `tool`: it holds every scope configured for it.
     /// Without auth everyone may.
-    pub(crate) fn may_use(&self, tool: &str, ctx: &RequestCtx) -> bool {
+    pub(crate) fn may_use(&self, tool: &crate::tool::RegisteredTool, ctx: &RequestCtx) -> bool {
         let Some(principal) = &ctx.principal else { return true };
-        self.settings.auth.tool_scopes.get(tool).is_none_or(|needed| needed.iter().all(|s| principal.has_scope(s)))
+        let configured = self.settings.auth.tool_scopes.get(tool.name()).is_none_or(|needed| needed.iter().all(|s| principal.has_scope(s)));
+        configured && tool.tool.scopes.iter().all(|s| principal.has_scope(s))
     }
 
     fn list_tools(&self, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
         let cursor = cursor_param(params)?;
         let set = self.tools.snapshot();
         let (page, next) =
-            set.page_filtered(cursor, self.page_size(), |t| self.may_use(t.name(), ctx)).map_err(RpcError::invalid_params)?;
+            set.page_filtered(cursor, self.page_size(), |t| self.may_use(t, ctx)).map_err(RpcError::invalid_params)?;
         let tools: Vec<&Value> = page.iter().map(|t| t.listing.as_ref()).collect();
         let mut result = json!({ "tools": tools });
         if let Some(next) = next {

@@ -22,6 +22,8 @@ use crate::tool::{ContextParts, Mrtr, ToolContext, ToolError, schema};
 struct Report {
     outcome: Outcome,
     keep_arguments: bool,
+    /// The tool's own fields to redact from kept arguments.
+    redact: Vec<String>,
 }
 
 /// How a call ended, before it becomes a JSON-RPC result.
@@ -43,7 +45,7 @@ impl McpServer {
         mrtr: Option<Arc<Mrtr>>,
     ) -> Result<Value, RpcError> {
         let started = std::time::Instant::now();
-        let mut report = Report { outcome: Outcome::Ok, keep_arguments: false };
+        let mut report = Report { outcome: Outcome::Ok, keep_arguments: false, redact: Vec::new() };
         let answer = self.run_call(params, ctx, mrtr, &mut report).await;
         if let Some(audit) = &ctx.audit {
             let name = params.get("name").and_then(Value::as_str).unwrap_or("");
@@ -52,7 +54,9 @@ impl McpServer {
             let mut record =
                 AuditRecord::new(EventKind::ToolCall, report.outcome).with_tool(name, arguments).with_timing(started.elapsed(), size);
             if report.keep_arguments {
-                record = record.with_arguments(arguments, &self.settings.audit.redact_field_refs());
+                let mut sensitive = self.settings.audit.redact_field_refs();
+                sensitive.extend(report.redact.iter().map(String::as_str));
+                record = record.with_arguments(arguments, &sensitive);
             }
             if let Some(p) = &ctx.principal {
                 record = record.with_principal(p);
@@ -88,16 +92,17 @@ impl McpServer {
         };
         let set = self.tools.snapshot();
         // A tool the caller may not use is reported exactly like one that does not exist.
-        if set.get(name).is_some() && !self.may_use(name, ctx) {
+        if set.get(name).is_some_and(|t| !self.may_use(t, ctx)) {
             report.outcome = Outcome::Denied;
         }
         let tool = set
             .get(name)
-            .filter(|_| self.may_use(name, ctx))
+            .filter(|t| self.may_use(t, ctx))
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {name}")).with_data(json!({ "name": name })))?
             .clone();
         drop(set);
         report.keep_arguments = tool.tool.audit_arguments;
+        report.redact.clone_from(&tool.tool.redact);
 
         // Input validation failures are tool-execution errors the model can fix (SEP-1303).
         let args_value = Value::Object(arguments);

@@ -106,6 +106,28 @@ pub trait ClientChannel: Send + Sync {
     fn close_connection(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
 }
 
+/// The channel of a detached context: nobody is listening.
+struct NoClient;
+
+impl ClientChannel for NoClient {
+    fn notify(&self, _message: Value) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async {})
+    }
+
+    fn request(&self, method: &str, _params: Value) -> Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send + '_>> {
+        let error = RpcError::new(-32603, format!("{method}: no client is connected to this call"));
+        Box::pin(async move { Err(error) })
+    }
+
+    fn can_request(&self) -> bool {
+        false
+    }
+
+    fn close_connection(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(async { false })
+    }
+}
+
 /// The MRTR state of one modern call: what the client answered, the verified state it
 /// echoed, and what the tool asks for next.
 #[derive(Debug, Default)]
@@ -145,6 +167,23 @@ impl std::fmt::Debug for ToolContext {
 impl ToolContext {
     pub(crate) fn new(parts: ContextParts) -> Self {
         Self { parts, last_progress: Mutex::new(None) }
+    }
+
+    /// A context with no client behind it: progress and log messages go nowhere and requests
+    /// to the client fail. For running a tool outside a request (tests, the command line).
+    pub fn detached(tool: &str, arguments: Map<String, Value>, cancel: CancellationToken) -> Self {
+        Self::new(ContextParts {
+            tool: tool.into(),
+            arguments,
+            cancel,
+            progress_token: None,
+            log_level: None,
+            channel: Arc::new(NoClient),
+            caps: ClientCaps::default(),
+            version: ProtocolVersion::V2025_11_25,
+            mrtr: None,
+            principal: None,
+        })
     }
 
     pub fn tool_name(&self) -> &str {

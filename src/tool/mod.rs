@@ -33,7 +33,7 @@ use serde_json::{Map, Value};
 
 pub use context::{ClientCaps, ClientChannel, InputRequest, LogLevel, ToolContext};
 pub(crate) use context::{ContextParts, Mrtr};
-pub use registry::{RegisteredTool, ToolRegistry, ToolSet};
+pub use registry::{RegisteredTool, SyncReport, ToolRegistry, ToolSet, validate_name};
 
 use crate::protocol::CallToolResult;
 
@@ -131,6 +131,39 @@ pub struct Tool {
     pub(crate) char_limit: Option<usize>,
     /// Keep the call's arguments (with sensitive fields redacted) in its audit record.
     pub(crate) audit_arguments: bool,
+    /// Argument fields redacted in audit records besides `audit.redact_fields`.
+    pub(crate) redact: Vec<String>,
+    /// Scopes a caller must hold to see and call this tool (besides `auth.tool_scopes`).
+    pub(crate) scopes: Vec<String>,
+    /// This tool's own rate limit, unless `[limits.tools.<name>]` sets one.
+    pub(crate) rate_limit: Option<crate::limits::ToolLimit>,
+    /// Where the tool comes from, and a digest of its definition (declarative tools), so a
+    /// reload can tell an unchanged tool from a changed one.
+    pub(crate) origin: Origin,
+    pub(crate) fingerprint: u64,
+}
+
+/// Where a tool comes from. Each source replaces only its own tools; a name belongs to one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// Compiled in: packs and tools registered through the Rust API.
+    #[default]
+    Code,
+    /// The tools file (`tools.path`).
+    File,
+    /// The database, through the admin API.
+    Database,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Code => "code",
+            Self::File => "file",
+            Self::Database => "database",
+        }
+    }
 }
 
 impl std::fmt::Debug for Tool {
@@ -159,7 +192,21 @@ impl Tool {
             concurrency: None,
             char_limit: None,
             audit_arguments: false,
+            redact: Vec::new(),
+            scopes: Vec::new(),
+            rate_limit: None,
+            origin: Origin::Code,
+            fingerprint: 0,
         }
+    }
+
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    /// Scopes a caller must hold to see and call this tool.
+    pub fn scopes(&self) -> &[String] {
+        &self.scopes
     }
 
     pub fn name(&self) -> &str {
@@ -168,6 +215,30 @@ impl Tool {
 
     pub fn descriptor(&self) -> &ToolDescriptor {
         &self.descriptor
+    }
+
+    /// The same tool with `change` applied to its settings; the handler is kept.
+    pub(crate) fn reconfigure(self, change: impl FnOnce(ToolBuilder) -> ToolBuilder) -> Tool {
+        let handler = self.handler;
+        let b = change(ToolBuilder {
+            descriptor: self.descriptor,
+            timeout: self.timeout,
+            concurrency: self.concurrency,
+            char_limit: self.char_limit,
+            audit_arguments: self.audit_arguments,
+            redact: self.redact,
+            scopes: self.scopes,
+            rate_limit: self.rate_limit,
+            origin: self.origin,
+            fingerprint: self.fingerprint,
+        });
+        b.with_handler(handler)
+    }
+
+    /// Runs the handler directly, with none of the execution layer around it (no schema
+    /// check, timeout, limits or audit): for tests and the command line.
+    pub async fn invoke(&self, ctx: ToolContext) -> ToolOutcome {
+        (self.handler)(ctx).await
     }
 }
 
@@ -179,6 +250,11 @@ pub struct ToolBuilder {
     concurrency: Option<usize>,
     char_limit: Option<usize>,
     audit_arguments: bool,
+    redact: Vec<String>,
+    scopes: Vec<String>,
+    rate_limit: Option<crate::limits::ToolLimit>,
+    origin: Origin,
+    fingerprint: u64,
 }
 
 impl ToolBuilder {
@@ -246,18 +322,62 @@ impl ToolBuilder {
         self
     }
 
+    /// Like [`audit_arguments`](Self::audit_arguments), also redacting these fields.
+    pub fn audit_arguments_redacting(mut self, fields: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.audit_arguments = true;
+        self.redact.extend(fields.into_iter().map(Into::into));
+        self
+    }
+
+    /// The caller's token must hold every one of these scopes to see and call the tool.
+    pub fn scopes(mut self, scopes: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.scopes.extend(scopes.into_iter().map(Into::into));
+        self
+    }
+
+    /// A per-client rate of this tool's own (`[limits.tools.<name>]` overrides it).
+    pub fn rate_limit(mut self, limit: crate::limits::ToolLimit) -> Self {
+        self.rate_limit = Some(limit);
+        self
+    }
+
+    pub(crate) fn origin(mut self, origin: Origin, fingerprint: u64) -> Self {
+        self.origin = origin;
+        self.fingerprint = fingerprint;
+        self
+    }
+
+    pub(crate) fn rename(mut self, name: String) -> Self {
+        self.descriptor.name = name;
+        self
+    }
+
+    pub(crate) fn description(mut self, description: String) -> Self {
+        self.descriptor.description = description;
+        self
+    }
+
     pub fn handler<F, Fut>(self, handler: F) -> Tool
     where
         F: Fn(ToolContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ToolOutcome> + Send + 'static,
     {
+        self.with_handler(Arc::new(move |ctx| Box::pin(handler(ctx))))
+    }
+
+    fn with_handler(self, handler: Handler) -> Tool {
         Tool {
             descriptor: self.descriptor,
-            handler: Arc::new(move |ctx| Box::pin(handler(ctx))),
+            handler,
             timeout: self.timeout,
             concurrency: self.concurrency,
             char_limit: self.char_limit,
             audit_arguments: self.audit_arguments,
+            redact: self.redact,
+            scopes: self.scopes,
+            rate_limit: self.rate_limit,
+            origin: self.origin,
+            fingerprint: self.fingerprint,
         }
     }
 }

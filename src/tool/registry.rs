@@ -10,7 +10,7 @@ use jsonschema::Validator;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::{Tool, schema};
+use super::{Origin, Tool, schema};
 use crate::bus::{Change, EventBus};
 use crate::catalog::cursor;
 
@@ -88,12 +88,15 @@ pub fn validate_name(name: &str) -> Result<(), String> {
 pub struct ToolSet {
     tools: Vec<Arc<RegisteredTool>>,
     index: HashMap<String, usize>,
+    /// Whether any tool requires scopes of its own (lists then differ per caller).
+    scoped: bool,
 }
 
 impl ToolSet {
     fn from_sorted(tools: Vec<Arc<RegisteredTool>>) -> Self {
         let index = tools.iter().enumerate().map(|(i, t)| (t.name().to_owned(), i)).collect();
-        Self { tools, index }
+        let scoped = tools.iter().any(|t| !t.tool.scopes.is_empty());
+        Self { tools, index, scoped }
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<RegisteredTool>> {
@@ -102,6 +105,11 @@ impl ToolSet {
 
     pub fn len(&self) -> usize {
         self.tools.len()
+    }
+
+    /// Whether any tool requires scopes of its own, so `tools/list` differs per caller.
+    pub fn has_scoped_tools(&self) -> bool {
+        self.scoped
     }
 
     pub fn is_empty(&self) -> bool {
@@ -131,6 +139,26 @@ impl ToolSet {
         let more = visible.next().is_some();
         let next = if more { page.last().map(|t| cursor::encode(CURSOR_KIND, t.name())) } else { None };
         Ok((page, next))
+    }
+}
+
+/// What [`ToolRegistry::sync_origin`] changed, by tool name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SyncReport {
+    pub added: Vec<String>,
+    pub changed: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+impl SyncReport {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.changed.is_empty() && self.removed.is_empty()
+    }
+}
+
+impl std::fmt::Display for SyncReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} added, {} changed, {} removed", self.added.len(), self.changed.len(), self.removed.len())
     }
 }
 
@@ -183,6 +211,49 @@ impl ToolRegistry {
         self.modify(|map| map.remove(name).is_some())
     }
 
+    /// Makes `tools` the whole set of tools from `origin` in one step: tools of that origin
+    /// not in `tools` are removed, changed ones (by fingerprint) replaced, new ones added.
+    /// Nothing changes, and nothing is announced, when any tool is invalid, when a name is
+    /// already taken by another origin, or when nothing differs.
+    pub fn sync_origin(&self, origin: Origin, tools: Vec<Tool>) -> Result<SyncReport, String> {
+        let compiled = tools.into_iter().map(|t| RegisteredTool::compile(t).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+        let mut report = SyncReport::default();
+        let mut conflict = None;
+        self.modify(|map| {
+            let incoming: HashMap<&str, &Arc<RegisteredTool>> = compiled.iter().map(|t| (t.name(), t)).collect();
+            if let Some((name, other)) =
+                incoming.keys().find_map(|n| map.get(*n).filter(|t| t.tool.origin != origin).map(|t| (*n, t.tool.origin)))
+            {
+                conflict = Some(format!("tool name {name:?} is already taken by a tool from {}", other.as_str()));
+                return false;
+            }
+            let stale: Vec<String> =
+                map.values().filter(|t| t.tool.origin == origin && !incoming.contains_key(t.name())).map(|t| t.name().to_owned()).collect();
+            for name in stale {
+                map.remove(&name);
+                report.removed.push(name);
+            }
+            for tool in &compiled {
+                match map.get(tool.name()) {
+                    Some(old) if old.tool.fingerprint == tool.tool.fingerprint && tool.tool.fingerprint != 0 => continue,
+                    Some(_) => report.changed.push(tool.name().to_owned()),
+                    None => report.added.push(tool.name().to_owned()),
+                }
+                map.insert(tool.name().to_owned(), tool.clone());
+            }
+            !report.is_empty()
+        });
+        match conflict {
+            Some(reason) => Err(reason),
+            None => Ok(report),
+        }
+    }
+
+    /// The origin of the tool called `name`, if there is one.
+    pub fn origin_of(&self, name: &str) -> Option<Origin> {
+        self.current.load().get(name).map(|t| t.tool.origin)
+    }
+
     fn modify(&self, change: impl FnOnce(&mut std::collections::BTreeMap<String, Arc<RegisteredTool>>) -> bool) -> bool {
         let _guard = self.write.lock();
         let current = self.current.load();
@@ -210,6 +281,29 @@ mod tests {
     fn registry() -> (ToolRegistry, Arc<LocalBus>) {
         let bus = Arc::new(LocalBus::default());
         (ToolRegistry::new(bus.clone()), bus)
+    }
+
+    #[test]
+    fn sync_replaces_one_origin_and_reports_the_difference() {
+        let (reg, bus) = registry();
+        let mut rx = bus.subscribe();
+        reg.upsert(tool("pack_tool")).expect("valid");
+        let _ = rx.try_recv();
+        let from_file = |name: &str, fp: u64| {
+            Tool::builder(name, "file tool").origin(Origin::File, fp).handler(|_| async { Ok::<_, ToolError>(CallToolResult::text("ok")) })
+        };
+        let report = reg.sync_origin(Origin::File, vec![from_file("a", 1), from_file("b", 2)]).expect("valid");
+        assert_eq!(report.added, ["a", "b"]);
+        assert_eq!(rx.try_recv().ok(), Some(Change::ToolsListChanged));
+        // The same definitions again: nothing changes and nobody is told.
+        assert!(reg.sync_origin(Origin::File, vec![from_file("a", 1), from_file("b", 2)]).expect("valid").is_empty());
+        assert!(rx.try_recv().is_err());
+        let report = reg.sync_origin(Origin::File, vec![from_file("a", 9)]).expect("valid");
+        assert_eq!((report.changed, report.removed), (vec!["a".to_owned()], vec!["b".to_owned()]));
+        assert!(reg.snapshot().get("pack_tool").is_some(), "other origins are untouched");
+        let err = reg.sync_origin(Origin::File, vec![from_file("pack_tool", 3)]).expect_err("name taken");
+        assert!(err.contains("pack_tool") && err.contains("code"), "{err}");
+        assert_eq!(reg.origin_of("a"), Some(Origin::File));
     }
 
     #[test]

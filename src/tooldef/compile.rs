@@ -1,1 +1,392 @@
-//! Parsing and compiling definitions into tools.
+//! Parsing definitions (TOML or JSON, a file or a directory of them) and compiling each into
+//! a [`Tool`]. Every problem of every tool is collected before anything is refused, so one
+//! reload reports all of them at once.
+
+use std::collections::BTreeSet;
+use std::hash::{Hash as _, Hasher as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::builtin;
+use super::command::CommandTool;
+use super::error::{DefinitionErrors, FieldError, ToolErrors};
+use super::http::HttpTool;
+use super::model::{Kind, ResponseFormat, ToolDef};
+use super::{BuildCtx, ToolsFile};
+use crate::config::Settings;
+use crate::tool::{Icon, Origin, Tool};
+
+/// Longest timeout a definition may set: longer work belongs in a task, not a call.
+const MAX_TIMEOUT_SECS: u64 = 3600;
+
+/// One definition as read, before compiling: the raw JSON (the fingerprint, and what the
+/// admin API returns) and where it came from.
+#[derive(Clone, Debug)]
+pub struct RawDef {
+    pub value: Value,
+    /// `tools.toml`, `tools.d/github.toml`, `database`, …
+    pub source: String,
+    /// Relative paths in the definition resolve against this directory.
+    pub base_dir: PathBuf,
+}
+
+impl RawDef {
+    /// The definition's name as written, or `tools[<index>]` when it has none.
+    pub fn label(&self, index: usize) -> String {
+        self.value.get("name").and_then(Value::as_str).map_or_else(|| format!("tools[{index}]"), str::to_owned)
+    }
+}
+
+/// Reads a tools file (`.toml` or `.json`) or every such file in a directory (sorted by name,
+/// hidden files skipped). Only the syntax is checked here; [`compile_all`] checks the rest.
+pub fn read_path(path: &Path) -> Result<Vec<RawDef>, DefinitionErrors> {
+    let shown = path.display().to_string();
+    let meta = std::fs::metadata(path).map_err(|e| DefinitionErrors::general(&shown, format!("cannot read: {e}")))?;
+    if !meta.is_dir() {
+        return read_file(path);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| DefinitionErrors::general(&shown, format!("cannot list the directory: {e}")))?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|p| is_definition_file(p))
+        .collect();
+    files.sort();
+    let mut all = Vec::new();
+    for file in files {
+        all.extend(read_file(&file)?);
+    }
+    Ok(all)
+}
+
+/// Whether a directory entry is a tools file: `*.toml` or `*.json`, not hidden (editors'
+/// swap files and Kubernetes' `..data` links are skipped).
+pub fn is_definition_file(path: &Path) -> bool {
+    let hidden = path.file_name().and_then(|n| n.to_str()).is_none_or(|n| n.starts_with('.'));
+    let ext = path.extension().and_then(|e| e.to_str());
+    !hidden && matches!(ext, Some("toml" | "json")) && path.is_file()
+}
+
+fn read_file(path: &Path) -> Result<Vec<RawDef>, DefinitionErrors> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| DefinitionErrors::general(&shown, format!("cannot read: {e}")))?;
+    let base_dir = path.parent().map(Path::to_owned).unwrap_or_default();
+    parse_text(&text, path.extension().and_then(|e| e.to_str()) == Some("json"), &shown, &base_dir)
+}
+
+/// Parses the text of a tools file: `[[tools]]` tables (TOML) or `{"tools": [...]}` (JSON).
+pub fn parse_text(text: &str, json: bool, source: &str, base_dir: &Path) -> Result<Vec<RawDef>, DefinitionErrors> {
+    let root: Value = if json {
+        serde_json::from_str(text).map_err(|e| DefinitionErrors::general(source, format!("invalid JSON: {e}")))?
+    } else {
+        // TOML errors carry the line, column and a caret under the problem.
+        toml::from_str(text).map_err(|e| DefinitionErrors::general(source, format!("invalid TOML: {}", e.to_string().trim_end())))?
+    };
+    let Value::Object(mut root) = root else {
+        return Err(DefinitionErrors::general(source, "the file must hold a `tools` list"));
+    };
+    if let Some(other) = root.keys().find(|k| *k != "tools") {
+        return Err(DefinitionErrors::general(source, format!("unknown top-level key `{other}`: only `tools` (a list of tool definitions) is read")));
+    }
+    let tools = match root.remove("tools") {
+        None => Vec::new(),
+        Some(Value::Array(tools)) => tools,
+        Some(_) => return Err(DefinitionErrors::general(source, "`tools` must be a list: `[[tools]]` tables in TOML")),
+    };
+    Ok(tools.into_iter().map(|value| RawDef { value, source: source.to_owned(), base_dir: base_dir.to_owned() }).collect())
+}
+
+/// Deserializes one definition, naming the field that does not fit.
+pub fn parse_def(raw: &RawDef) -> Result<ToolDef, FieldError> {
+    serde_path_to_error::deserialize(&raw.value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { "definition".to_owned() } else { path };
+        FieldError::new(field, e.into_inner().to_string())
+    })
+}
+
+/// A tools file's [`ToolsFile`] shape, for callers that want the typed form.
+pub fn parse_file(path: &Path) -> Result<ToolsFile, DefinitionErrors> {
+    let raws = read_path(path)?;
+    let mut tools = Vec::with_capacity(raws.len());
+    let mut errors = Vec::new();
+    for (i, raw) in raws.iter().enumerate() {
+        match parse_def(raw) {
+            Ok(def) => tools.push(def),
+            Err(e) => errors.push(ToolErrors { tool: raw.label(i), errors: vec![e] }),
+        }
+    }
+    if errors.is_empty() {
+        Ok(ToolsFile { tools })
+    } else {
+        Err(DefinitionErrors { origin: path.display().to_string(), general: None, tools: errors })
+    }
+}
+
+/// One compiled definition: the tool (absent when the definition is disabled) and its name.
+#[derive(Debug)]
+pub struct Compiled {
+    pub name: String,
+    pub enabled: bool,
+    pub kind: Kind,
+    pub tool: Option<Tool>,
+}
+
+/// Compiles every definition, or reports every problem (including duplicate names). Nothing
+/// is returned unless all are valid.
+pub fn compile_all(raws: &[RawDef], settings: &Settings, origin: Origin, source: &str) -> Result<Vec<Compiled>, DefinitionErrors> {
+    let mut compiled = Vec::with_capacity(raws.len());
+    let mut errors = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (i, raw) in raws.iter().enumerate() {
+        let label = raw.label(i);
+        if !seen.insert(label.clone()) {
+            errors.push(ToolErrors { tool: label.clone(), errors: vec![FieldError::new("name", format!("{label:?} is defined twice (in {})", raw.source))] });
+            continue;
+        }
+        match compile(raw, settings, origin) {
+            Ok(c) => compiled.push(c),
+            Err(errs) => errors.push(ToolErrors { tool: label, errors: errs }),
+        }
+    }
+    if errors.is_empty() { Ok(compiled) } else { Err(DefinitionErrors { origin: source.to_owned(), general: None, tools: errors }) }
+}
+
+/// Compiles one definition into a tool, collecting every problem.
+pub fn compile(raw: &RawDef, settings: &Settings, origin: Origin) -> Result<Compiled, Vec<FieldError>> {
+    let def = parse_def(raw).map_err(|e| vec![e])?;
+    let mut errors = Vec::new();
+    if let Err(e) = crate::tool::validate_name(&def.name) {
+        errors.push(FieldError::new("name", e));
+    }
+    let kind = match def.kind() {
+        Ok(kind) => kind,
+        Err(e) => {
+            errors.push(FieldError::new("definition", e));
+            return Err(errors);
+        }
+    };
+    let builtin_base = match (&def.builtin, kind) {
+        (Some(spec), Kind::Builtin) => match builtin::tool(spec, settings) {
+            Ok(tool) => Some(tool),
+            Err(e) => {
+                errors.push(e);
+                return Err(errors);
+            }
+        },
+        _ => None,
+    };
+    let description = match (&def.description, &builtin_base) {
+        (Some(d), _) if d.trim().is_empty() => {
+            errors.push(FieldError::new("description", "must not be empty: say what the tool does, when to use it, and give an example"));
+            String::new()
+        }
+        (Some(d), _) => d.clone(),
+        (None, Some(base)) => base.descriptor().description.clone(),
+        (None, None) => {
+            errors.push(FieldError::new("description", "is required: say what the tool does, when to use it, and give an example"));
+            String::new()
+        }
+    };
+    let mut input_schema = match (&def.input_schema, &builtin_base) {
+        (Some(_), Some(_)) => {
+            errors.push(FieldError::new("input_schema", "a builtin tool's input schema is fixed; leave it out"));
+            Value::Null
+        }
+        (Some(s), None) => s.clone(),
+        (None, Some(base)) => base.descriptor().input_schema.clone(),
+        (None, None) => json!({"type": "object", "additionalProperties": false}),
+    };
+    if def.response_format_argument && builtin_base.is_none() {
+        add_response_format(&mut input_schema, def.response_format, &mut errors);
+    }
+    let schema_ok = check_schema(&input_schema, "input_schema", &mut errors);
+    if let Some(out) = &def.output_schema {
+        check_schema(out, "output_schema", &mut errors);
+    }
+    check_common(&def, settings, &mut errors);
+    if !schema_ok {
+        return Err(errors);
+    }
+
+    let cx = BuildCtx {
+        tool: &def.name,
+        input_schema: &input_schema,
+        idempotent: def.annotations.as_ref().and_then(|a| a.idempotent_hint).unwrap_or(false),
+        base_dir: &raw.base_dir,
+        settings: &settings.tools,
+    };
+    let format = def.response_format;
+    let offered = def.response_format_argument;
+    let builder = match builtin_base {
+        Some(base) => {
+            let name = def.name.clone();
+            Ok(base.reconfigure(|b| b.rename(name).description(description)))
+        }
+        None => {
+            let builder = Tool::builder(def.name.clone(), description).input_schema(input_schema.clone());
+            match kind {
+                Kind::Http => def.http.as_ref().map(|spec| HttpTool::build(spec, &cx)).map(|built| {
+                    built.map(|t| {
+                        let t = Arc::new(t);
+                        builder.handler(move |ctx| {
+                            let t = t.clone();
+                            async move { t.call(&ctx, format.for_call(offered, ctx.arguments())).await }
+                        })
+                    })
+                }),
+                Kind::Command => def.command.as_ref().map(|spec| CommandTool::build(spec, &cx)).map(|built| {
+                    built.map(|t| {
+                        let t = Arc::new(t);
+                        builder.handler(move |ctx| {
+                            let t = t.clone();
+                            async move { t.call(&ctx, format.for_call(offered, ctx.arguments())).await }
+                        })
+                    })
+                }),
+                Kind::Builtin => None,
+            }
+            .unwrap_or_else(|| Err(vec![FieldError::new(kind.as_str(), "missing")]))
+        }
+    };
+    let tool = match builder {
+        Ok(tool) => tool,
+        Err(kind_errors) => {
+            errors.extend(kind_errors);
+            return Err(errors);
+        }
+    };
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(Compiled { name: def.name.clone(), enabled: def.enabled, kind, tool: def.enabled.then(|| finish(tool, &def, &raw.value, origin)) })
+}
+
+/// Applies the common settings to a built tool.
+fn finish(tool: Tool, def: &ToolDef, raw: &Value, origin: Origin) -> Tool {
+    tool.reconfigure(|b| configure(b, def, raw, origin))
+}
+
+fn configure(mut b: crate::tool::ToolBuilder, def: &ToolDef, raw: &Value, origin: Origin) -> crate::tool::ToolBuilder {
+    if let Some(title) = &def.title {
+        b = b.title(title.clone());
+    }
+    if let Some(out) = &def.output_schema {
+        b = b.output_schema(out.clone());
+    }
+    if let Some(a) = &def.annotations {
+        b = b.annotations(a.to_tool(def.title.as_deref()));
+    }
+    for icon in &def.icons {
+        b = b.icon(icon.clone());
+    }
+    if let Some(secs) = def.timeout_secs {
+        b = b.timeout(Duration::from_secs(secs));
+    }
+    if let Some(n) = def.concurrency {
+        b = b.concurrency(n);
+    }
+    if let Some(chars) = def.char_limit {
+        b = b.char_limit(chars);
+    }
+    if let Some(audit) = &def.audit_arguments {
+        b = b.audit_arguments_redacting(audit.redact.iter().cloned());
+    }
+    if let Some(limit) = &def.rate_limit {
+        b = b.rate_limit(limit.clone());
+    }
+    b.scopes(def.scopes.iter().cloned()).origin(origin, fingerprint(raw))
+}
+
+/// A digest of the definition as written: equal definitions compile to equal tools, so a
+/// reload leaves them (and their clients) alone. serde_json maps are sorted, so key order
+/// in the file does not matter.
+fn fingerprint(raw: &Value) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    raw.to_string().hash(&mut h);
+    // 0 means "no definition" (tools from code), which always counts as changed.
+    h.finish().max(1)
+}
+
+/// Adds the `response_format` argument unless the schema already declares one.
+fn add_response_format(schema: &mut Value, default: ResponseFormat, errors: &mut Vec<FieldError>) {
+    let Some(props) = schema.as_object_mut().map(|o| o.entry("properties").or_insert_with(|| json!({}))) else { return };
+    let Some(props) = props.as_object_mut() else {
+        errors.push(FieldError::new("input_schema.properties", "must be an object"));
+        return;
+    };
+    let default = match default {
+        ResponseFormat::Markdown => "markdown",
+        ResponseFormat::Json => "json",
+    };
+    props.entry("response_format").or_insert_with(|| {
+        json!({
+            "type": "string",
+            "enum": ["markdown", "json"],
+            "default": default,
+            "description": "\"markdown\" for readable text, \"json\" for structured data"
+        })
+    });
+}
+
+fn check_schema(schema: &Value, field: &str, errors: &mut Vec<FieldError>) -> bool {
+    if let Err(e) = crate::tool::schema::require_object_root(schema, field) {
+        errors.push(FieldError::new(field, e));
+        return false;
+    }
+    if let Err(e) = crate::tool::schema::compile(schema) {
+        errors.push(FieldError::new(field, e));
+        return false;
+    }
+    true
+}
+
+fn check_common(def: &ToolDef, settings: &Settings, errors: &mut Vec<FieldError>) {
+    if let Some(title) = &def.title
+        && title.trim().is_empty()
+    {
+        errors.push(FieldError::new("title", "must not be empty when given"));
+    }
+    if let Some(secs) = def.timeout_secs
+        && !(1..=MAX_TIMEOUT_SECS).contains(&secs)
+    {
+        errors.push(FieldError::new("timeout_secs", format!("must be between 1 and {MAX_TIMEOUT_SECS}")));
+    }
+    if def.concurrency == Some(0) {
+        errors.push(FieldError::new("concurrency", "must be at least 1"));
+    }
+    if let Some(chars) = def.char_limit
+        && chars < 100
+    {
+        errors.push(FieldError::new("char_limit", "must be at least 100"));
+    }
+    for (i, scope) in def.scopes.iter().enumerate() {
+        if scope.is_empty() || scope.chars().any(|c| c.is_whitespace() || c == '"' || c == '\\') {
+            errors.push(FieldError::new(format!("scopes[{i}]"), "a scope is one non-empty word without spaces, quotes or backslashes"));
+        }
+    }
+    if let Some(limit) = &def.rate_limit
+        && let Err(e) = settings.limits.validate_tool("rate_limit", limit)
+    {
+        errors.push(FieldError::new("rate_limit", e));
+    }
+    for (i, icon) in def.icons.iter().enumerate() {
+        check_icon(icon, &format!("icons[{i}]"), errors);
+    }
+    if let Some(audit) = &def.audit_arguments
+        && audit.redact.iter().any(String::is_empty)
+    {
+        errors.push(FieldError::new("audit_arguments.redact", "field names must not be empty"));
+    }
+}
+
+fn check_icon(icon: &Icon, field: &str, errors: &mut Vec<FieldError>) {
+    let ok = icon.src.starts_with("https://") || icon.src.starts_with("data:image/");
+    if !ok {
+        errors.push(FieldError::new(format!("{field}.src"), "must be an https: URL or a data:image/ URI"));
+    }
+}
+

@@ -9,16 +9,20 @@
 pub mod builtin;
 pub mod command;
 mod compile;
+pub mod db;
 pub mod error;
 pub mod http;
 mod model;
+mod sources;
 
 use std::path::Path;
 
 use serde_json::Value;
 
 
+pub use compile::{Compiled, RawDef, compile, compile_all, is_definition_file, parse_def, parse_file, parse_text, read_path};
 pub use error::{DefinitionErrors, FieldError, ToolErrors};
+pub use sources::{Definitions, SourceStatus};
 pub use model::{Annotations, AuditArguments, Kind, ResponseFormat, ToolDef, ToolsFile};
 
 use crate::config::ToolSettings;

@@ -42,6 +42,7 @@ impl TestServer {
         settings.sse.keep_alive_secs = 5;
         let data = tempfile::tempdir().expect("data dir");
         settings.storage.data_dir = data.path().to_owned();
+        settings.admin.bind = "127.0.0.1:0".parse().expect("addr");
         adjust(&mut settings);
         let state = AppState::new(settings).await.expect("state");
         let running = app::start(state, "127.0.0.1:0".parse().expect("addr")).await.expect("server starts");
@@ -56,6 +57,12 @@ impl TestServer {
 
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
+    }
+
+    /// A URL on the admin listener.
+    pub fn admin_url(&self, path: &str) -> String {
+        let addr = self.running.admin_addr.expect("the admin listener is enabled");
+        format!("http://{addr}{path}")
     }
 
     /// POST /mcp with the standard headers plus `extra`.

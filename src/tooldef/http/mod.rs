@@ -1,43 +1,67 @@
-//! `http` tools: one REST endpoint wrapped as a tool. (Being built: see the helper's task.)
+//! `http` tools: one REST endpoint wrapped as a tool, SSRF-safe.
+//!
+//! A definition's `[tools.http]` table ([`HttpSpec`]) is compiled once by [`HttpTool::build`]:
+//! the URL template, query, headers, body and response templates are parsed, every field they
+//! use is checked against the input schema, and the tool's own HTTP client is made (rustls, no
+//! proxy, the guarded resolver and redirect policy of [`ssrf`]). [`HttpTool::call`] then
+//! expands the templates with the validated arguments, reads credentials (env or file, at
+//! call time), sends with retries when that is safe, and maps the response.
+//!
+//! Files: `spec` (configuration shapes), `build` (validation), `call` (one call), `template`
+//! (URL, text and body templates), `secret` (headers and credentials), `ssrf` (address
+//! policy), `retry`, `response` (reading bodies, errors, Markdown), `render` (results),
+//! `pagination`.
 
-use serde::Deserialize;
+mod build;
+mod call;
+mod pagination;
+mod render;
+mod response;
+mod retry;
+mod secret;
+mod spec;
+mod ssrf;
+mod template;
+
+use std::time::Duration;
+
+pub use secret::{HeaderSpec, SecretSpec};
+pub use spec::{HttpMethod, HttpSpec, HttpToolSettings, PaginationSpec, ResponseSpec};
 
 use super::{BuildCtx, FieldError, ResponseFormat};
 use crate::protocol::CallToolResult;
 use crate::tool::{ToolContext, ToolError};
 
-/// `[tools.http]`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HttpSpec {
-    pub url: String,
-}
-
-/// `[tools.http]` server settings: what every `http` tool may reach. Operator-controlled, so
-/// a definition (which the admin API may write) cannot widen them.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HttpToolSettings {
-    /// Hosts (`name` or IP literal) exempt from the private-address deny list.
-    pub allow_hosts: Vec<String>,
-}
-
-impl Default for HttpToolSettings {
-    fn default() -> Self {
-        Self { allow_hosts: Vec::new() }
-    }
-}
-
-/// A compiled `http` tool.
+/// A compiled `http` tool. Cheap to share behind an `Arc`; its client pools connections.
 #[derive(Debug)]
-pub struct HttpTool {}
+pub struct HttpTool {
+    tool: String,
+    method: HttpMethod,
+    url: template::UrlTemplate,
+    query: Vec<(String, template::TextTemplate)>,
+    headers: Vec<secret::Header>,
+    body: Option<template::BodyTemplate>,
+    retry: retry::RetryPolicy,
+    /// Time for one attempt, body included.
+    attempt_timeout: Duration,
+    max_response_bytes: u64,
+    policy: ssrf::AddressPolicy,
+    client: reqwest::Client,
+    render: render::Renderer,
+    pagination: Option<pagination::Pagination>,
+}
 
 impl HttpTool {
-    pub fn build(_spec: &HttpSpec, _cx: &BuildCtx<'_>) -> Result<Self, Vec<FieldError>> {
-        Err(vec![FieldError::new("http", "not built yet")])
+    /// Validates the whole spec against the input schema and the server's settings, and makes
+    /// the tool's client. Every problem is returned, each with its field path (`http.url`,
+    /// `http.headers.Authorization`, `http.body.title`).
+    pub fn build(spec: &HttpSpec, cx: &BuildCtx<'_>) -> Result<Self, Vec<FieldError>> {
+        build::compile(spec, cx)
     }
 
-    pub async fn call(&self, _ctx: &ToolContext, _format: ResponseFormat) -> Result<CallToolResult, ToolError> {
-        Err(ToolError::Failed("not built yet".into()))
+    /// Calls the endpoint with the call's (validated) arguments. Upstream failures, refusals
+    /// and missing credentials are [`ToolError::Failed`] with a message for the model.
+    pub async fn call(&self, ctx: &ToolContext, format: ResponseFormat) -> Result<CallToolResult, ToolError> {
+        self.run(ctx, format).await
     }
 }

@@ -1,0 +1,26 @@
+//! `[admin]` settings.
+
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+
+/// The admin listener: the admin API (and, later, metrics).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminSettings {
+    /// Serve the admin listener at all.
+    pub enabled: bool,
+    /// Its address; keep it private (loopback, or a port the load balancer does not expose).
+    pub bind: SocketAddr,
+    /// Scope an admin token must carry (when `auth.mode` is not `off`).
+    pub scope: String,
+    /// Let the admin API create `command` tools (they run programs on this host). Off: only
+    /// the tools file, which the operator controls, may define them.
+    pub allow_command_tools: bool,
+}
+
+impl Default for AdminSettings {
+    fn default() -> Self {
+        Self { enabled: true, bind: SocketAddr::from(([127, 0, 0, 1], 8081)), scope: "toolgate:admin".into(), allow_command_tools: false }
+    }
+}

@@ -1,0 +1,233 @@
+//! The configuration shapes: a definition's `[tools.http]` table ([`HttpSpec`]) and the
+//! server-wide `[tools.http]` settings ([`HttpToolSettings`]).
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::secret::HeaderSpec;
+
+/// A definition's `[tools.http]` table: which endpoint the tool calls and how.
+///
+/// ```toml
+/// [tools.http]
+/// method = "POST"
+/// url = "https://api.github.com/repos/{owner}/{repo}/issues"
+/// headers = { Accept = "application/vnd.github+json", Authorization = { env = "GITHUB_TOKEN", prefix = "Bearer " } }
+/// body = { title = "{title}", body = "{body}", labels = "{labels}" }
+/// response = { text = "Created issue #{{ response.number }}: {{ response.html_url }}" }
+/// ```
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSpec {
+    /// `GET` (default), `HEAD`, `POST`, `PUT`, `PATCH` or `DELETE` (any case).
+    #[serde(default)]
+    pub method: HttpMethod,
+    /// An RFC 6570 URI template over the tool's arguments: `{owner}` for a path segment (every
+    /// reserved character percent-encoded, so `/` or `?` in a value cannot change the path),
+    /// `{/a,b}` for path segments, `{?state,per_page}` for query parameters (left out when
+    /// the argument is absent), `{+path}` for a value that may contain `/`. The scheme
+    /// (`http`/`https`), host and port are fixed: no expression may change them, and an
+    /// argument equal to `.` or `..` in the path is refused.
+    pub url: String,
+    /// Extra query parameters: name → value template. `"{field}"` sends the argument as is
+    /// (an array argument repeats the parameter); `"state:{state}"` interpolates text; a
+    /// parameter whose fields are absent is left out; `{{`/`}}` are literal braces.
+    #[serde(default)]
+    pub query: BTreeMap<String, String>,
+    /// Request headers: name → a literal non-secret string, or a secret read at call time:
+    /// `{ env = "VAR", prefix = "Bearer " }` or `{ file = "/run/secrets/token" }`. A literal
+    /// value is refused for `Authorization`, `Proxy-Authorization`, `Cookie` and any name
+    /// containing `key`, `token`, `secret` or `auth`.
+    #[serde(default)]
+    pub headers: BTreeMap<String, HeaderSpec>,
+    /// A JSON body template (`POST`, `PUT`, `PATCH`, `DELETE`), sent as `application/json`: a
+    /// string that is exactly `"{field}"` becomes the argument's typed value (its key is left
+    /// out when the argument is absent); other strings interpolate `{field}` as text.
+    pub body: Option<Value>,
+    /// Further attempts after a connection failure, a timeout, 429, 502, 503 or 504. Default:
+    /// 2 for `GET`, `HEAD`, `PUT` and `DELETE`, 0 otherwise; more than 0 for `POST`/`PATCH`
+    /// needs `annotations.idempotent_hint = true`.
+    pub retries: Option<u32>,
+    /// Time for one attempt (connect, send, read the body), in milliseconds. Default
+    /// `tools.http.request_timeout_ms`. The tool's own timeout still bounds the whole call.
+    pub timeout_ms: Option<u64>,
+    /// Largest response body read; a larger one is an error, never buffered. Default
+    /// `tools.http.max_response_bytes`.
+    pub max_response_bytes: Option<u64>,
+    /// What of the response the tool returns, and how it is shown.
+    #[serde(default)]
+    pub response: ResponseSpec,
+    /// Pagination pass-through, see [`PaginationSpec`].
+    pub pagination: Option<PaginationSpec>,
+}
+
+/// The request method.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum HttpMethod {
+    #[default]
+    Get,
+    Head,
+    Post,
+    Put,
+    Patch,
+    Delete,
+}
+
+impl TryFrom<String> for HttpMethod {
+    type Error = String;
+
+    fn try_from(value: String) -> Result<Self, String> {
+        Ok(match value.to_ascii_uppercase().as_str() {
+            "GET" => Self::Get,
+            "HEAD" => Self::Head,
+            "POST" => Self::Post,
+            "PUT" => Self::Put,
+            "PATCH" => Self::Patch,
+            "DELETE" => Self::Delete,
+            _ => return Err(format!("unknown method {value:?}: use GET, HEAD, POST, PUT, PATCH or DELETE")),
+        })
+    }
+}
+
+impl HttpMethod {
+    /// Whether repeating the request has the same effect as sending it once (RFC 9110 9.2.2).
+    pub fn is_idempotent(self) -> bool {
+        matches!(self, Self::Get | Self::Head | Self::Put | Self::Delete)
+    }
+
+    pub fn takes_body(self) -> bool {
+        !matches!(self, Self::Get | Self::Head)
+    }
+
+    pub(crate) fn as_http(self) -> http::Method {
+        match self {
+            Self::Get => http::Method::GET,
+            Self::Head => http::Method::HEAD,
+            Self::Post => http::Method::POST,
+            Self::Put => http::Method::PUT,
+            Self::Patch => http::Method::PATCH,
+            Self::Delete => http::Method::DELETE,
+        }
+    }
+}
+
+/// `[tools.http.response]`: how a successful response becomes the tool's result.
+///
+/// The result's `structuredContent` is the mapped JSON value (an array or scalar is wrapped
+/// as `{"items": [...]}` / `{"value": ...}`, since it must be an object; with pagination it
+/// is the pagination envelope). Its text content is the `text` template when given;
+/// otherwise pretty JSON for `response_format = "json"`, and for Markdown a compact rendering
+/// (an object's keys as a bullet list, an array of objects as a table). A `text/*` response
+/// is returned as text.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResponseSpec {
+    /// A JSON pointer (RFC 6901) into the JSON response selecting what the tool returns, e.g.
+    /// `"/items"` or `"/data/0"`. Default: the whole response.
+    pub structured: Option<String>,
+    /// A MiniJinja template for the text content, with `response` (the whole parsed body),
+    /// `result` (the value `structured` selects), `args` (the call's arguments) and `status`
+    /// (the HTTP status code) in scope: `"{{ result.name }}: {{ result.main.temp }}°C"`.
+    pub text: Option<String>,
+}
+
+/// `[tools.http.pagination]`: passes the MCP pagination arguments through to the upstream
+/// and reports where the next page starts.
+///
+/// The tool's input schema declares `limit`, `offset` and/or `cursor` (integers, and a string
+/// for `cursor`) and this table names the upstream query parameters they become. The result
+/// is an envelope: `{"items": <mapped value>, "count": n, "has_more": bool, "next_offset": n,
+/// "next_cursor": "...", "total_count": n}` (absent values left out). `has_more` comes from
+/// the `has_more` pointer, else a `next_cursor` value, else a `Link: <...>; rel="next"`
+/// header, else `total_count`, else whether a full page (`count == limit`) came back.
+///
+/// ```toml
+/// [tools.http.pagination]
+/// limit = "per_page"   # argument `limit` → ?per_page=
+/// page = "page"        # argument `offset` → ?page=offset/limit+1 (GitHub style); or `offset = "offset"`
+/// default_limit = 20
+/// total_count = "/total_count"
+/// ```
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaginationSpec {
+    /// Query parameter that receives the `limit` argument.
+    pub limit: Option<String>,
+    /// Query parameter that receives the `offset` argument unchanged.
+    pub offset: Option<String>,
+    /// Query parameter that receives a 1-based page number computed from the `offset` and
+    /// `limit` arguments (`offset / limit + 1`; `offset` must then be a multiple of `limit`).
+    /// Excludes `offset`.
+    pub page: Option<String>,
+    /// Query parameter that receives the `cursor` argument (an opaque string from a previous
+    /// result's `next_cursor`).
+    pub cursor: Option<String>,
+    /// The limit sent (and assumed) when the call gives none.
+    pub default_limit: Option<u64>,
+    /// JSON pointer to a boolean "more results" flag in the response.
+    pub has_more: Option<String>,
+    /// JSON pointer to the next page's offset in the response (otherwise computed as
+    /// `offset + count` when there is more).
+    pub next_offset: Option<String>,
+    /// JSON pointer to the next page's cursor in the response.
+    pub next_cursor: Option<String>,
+    /// JSON pointer to the total number of results in the response.
+    pub total_count: Option<String>,
+}
+
+/// `[tools.http]` server settings: what every `http` tool may reach and how it connects.
+/// Operator-controlled, so a definition (which the admin API may write) cannot widen them.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpToolSettings {
+    /// Hosts (a name or an IP literal, exact and case-insensitive) exempt from the
+    /// private-address deny list: loopback, private, link-local (cloud metadata), CGNAT,
+    /// multicast, documentation ranges and their IPv6-embedded forms.
+    pub allow_hosts: Vec<String>,
+    /// Static name → address answers used instead of DNS (still checked against the deny
+    /// list unless the name is in `allow_hosts`).
+    pub resolve: BTreeMap<String, IpAddr>,
+    /// Redirects followed at most; every hop is checked like the first request.
+    pub max_redirects: usize,
+    /// Time to establish a connection, in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// Default time for one attempt of a request, in milliseconds.
+    pub request_timeout_ms: u64,
+    /// Default largest response body, in bytes.
+    pub max_response_bytes: u64,
+    /// `User-Agent` sent with every request.
+    pub user_agent: String,
+    /// First retry delay in milliseconds; doubles per retry (with jitter).
+    pub retry_base_delay_ms: u64,
+    /// Longest `Retry-After` honoured, in seconds; a longer one ends the retries.
+    pub max_retry_after_secs: u64,
+    /// Environment variables a definition may read secrets from (`NAME` or `PREFIX_*`).
+    /// Unset: any. Set it when definitions come from the admin API, so a definition cannot
+    /// send an unrelated server secret (say `DATABASE_URL`) to a host of its choosing.
+    pub secret_env: Option<Vec<String>>,
+    /// Directories a definition may read secret files from. Unset: any.
+    pub secret_dirs: Option<Vec<PathBuf>>,
+}
+
+impl Default for HttpToolSettings {
+    fn default() -> Self {
+        Self {
+            allow_hosts: Vec::new(),
+            resolve: BTreeMap::new(),
+            max_redirects: 3,
+            connect_timeout_ms: 5_000,
+            request_timeout_ms: 30_000,
+            max_response_bytes: 1024 * 1024,
+            user_agent: concat!("toolgate/", env!("CARGO_PKG_VERSION")).to_owned(),
+            retry_base_delay_ms: 250,
+            max_retry_after_secs: 10,
+            secret_env: None,
+            secret_dirs: None,
+        }
+    }
+}
