@@ -56,12 +56,35 @@ enum Command {
         #[arg(long, short, env = "TOOLGATE_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Check or list tool definitions.
+    Tools {
+        #[arg(long, short, env = "TOOLGATE_CONFIG", global = true)]
+        config: Option<PathBuf>,
+        #[command(subcommand)]
+        command: ToolsCommand,
+    },
     /// Read or prune the audit log.
     Audit {
         #[arg(long, short, env = "TOOLGATE_CONFIG", global = true)]
         config: Option<PathBuf>,
         #[command(subcommand)]
         command: AuditCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ToolsCommand {
+    /// Check a tools file (or a directory of them) completely, as a reload would; exit 1 with
+    /// every problem (file, tool, field) when it is invalid.
+    Validate {
+        /// The tools file or directory; default `tools.path` from the settings.
+        file: Option<PathBuf>,
+    },
+    /// List every tool the server would serve: built-in packs, the tools file and the database.
+    List {
+        /// One JSON object per line instead of a table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -180,6 +203,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
             store.close().await;
             result
         }
+        Command::Tools { config, command } => {
+            let settings = Settings::load(config.as_deref())?;
+            tools_command(settings, command).await
+        }
         Command::Healthcheck { config } => {
             let settings = Settings::load(config.as_deref())?;
             healthcheck(settings.server.bind).await
@@ -216,6 +243,71 @@ async fn audit_command(settings: &Settings, store: &toolgate::store::Store, comm
         }
     }
     Ok(())
+}
+
+async fn tools_command(settings: Settings, command: ToolsCommand) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use toolgate::tool::Origin;
+    use toolgate::tooldef::{RawDef, compile, compile_all, read_path};
+    let mut out = std::io::stdout().lock();
+    match command {
+        ToolsCommand::Validate { file } => {
+            let path = file.or_else(|| settings.tools.path.clone()).ok_or_else(|| anyhow::anyhow!("give a file, or set tools.path"))?;
+            let raws = read_path(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let compiled = compile_all(&raws, &settings, Origin::File, &path.display().to_string()).map_err(|e| anyhow::anyhow!("invalid tool definitions:\n{e}"))?;
+            let names: Vec<&str> = compiled.iter().map(|c| c.name.as_str()).collect();
+            let _ = writeln!(out, "{}: {} valid tool definitions: {}", path.display(), compiled.len(), names.join(", "));
+            Ok(())
+        }
+        ToolsCommand::List { json } => {
+            // (name, origin, kind, enabled, description)
+            let mut rows: Vec<(String, &str, String, bool, String)> = Vec::new();
+            let server = std::sync::Arc::new(toolgate::server::McpServer::new(std::sync::Arc::new(settings.clone()), std::sync::Arc::new(toolgate::bus::LocalBus::default())));
+            toolgate::packs::install(&server, &settings.tools).map_err(anyhow::Error::msg)?;
+            for t in server.tools.snapshot().iter() {
+                rows.push((t.name().to_owned(), Origin::Code.as_str(), "code".into(), true, t.tool.descriptor().description.clone()));
+            }
+            let mut add = |c: toolgate::tooldef::Compiled, origin: Origin, description: String| {
+                rows.push((c.name, origin.as_str(), c.kind.as_str().to_owned(), c.enabled, description));
+            };
+            let describe = |raw: &RawDef| raw.value.get("description").and_then(serde_json::Value::as_str).unwrap_or("").to_owned();
+            if let Some(path) = &settings.tools.path {
+                let raws = read_path(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let compiled = compile_all(&raws, &settings, Origin::File, &path.display().to_string()).map_err(|e| anyhow::anyhow!("invalid tool definitions:\n{e}"))?;
+                for (c, raw) in compiled.into_iter().zip(&raws) {
+                    add(c, Origin::File, describe(raw));
+                }
+            }
+            let store = toolgate::store::Store::connect(&settings.storage).await?;
+            let stored = toolgate::tooldef::db::load_all(&store).await;
+            store.close().await;
+            for row in stored? {
+                let raw = RawDef { value: row.definition, source: "database".into(), base_dir: PathBuf::from(".") };
+                match compile(&raw, &settings, Origin::Database) {
+                    Ok(mut c) => {
+                        c.enabled = row.enabled;
+                        let d = describe(&raw);
+                        add(c, Origin::Database, d);
+                    }
+                    Err(errors) => eprintln!("stored tool {:?} is invalid: {}", row.name, errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")),
+                }
+            }
+            rows.sort_by(|a, b| a.0.cmp(&b.0));
+            if json {
+                for (name, origin, kind, enabled, description) in rows {
+                    let line = serde_json::json!({"name": name, "origin": origin, "kind": kind, "enabled": enabled, "description": description});
+                    let _ = writeln!(out, "{line}");
+                }
+            } else {
+                let _ = writeln!(out, "{:<32} {:<9} {:<8} {:<8} DESCRIPTION", "NAME", "ORIGIN", "KIND", "ENABLED");
+                for (name, origin, kind, enabled, description) in rows {
+                    let short: String = description.chars().take(60).collect();
+                    let _ = writeln!(out, "{name:<32} {origin:<9} {kind:<8} {:<8} {short}", if enabled { "yes" } else { "no" });
+                }
+            }
+            Ok(())
+        }
+    }
 }
 
 /// A minimal HTTP/1.1 GET of /healthz. Hand-written on purpose: the binary has no HTTP client
