@@ -259,6 +259,9 @@ impl Settings {
         if self.tools.max_concurrent_calls == 0 || self.tools.default_char_limit < 100 {
             return invalid("tools", "max_concurrent_calls must be at least 1 and default_char_limit at least 100");
         }
+        if self.tools.command.max_output_bytes < 1024 {
+            return invalid("tools.command.max_output_bytes", "must be at least 1024");
+        }
         if self.tools.default_timeout_secs == 0 {
             return invalid("tools.default_timeout_secs", "must be at least 1");
         }

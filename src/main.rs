@@ -254,7 +254,8 @@ async fn tools_command(settings: Settings, command: ToolsCommand) -> anyhow::Res
         ToolsCommand::Validate { file } => {
             let path = file.or_else(|| settings.tools.path.clone()).ok_or_else(|| anyhow::anyhow!("give a file, or set tools.path"))?;
             let raws = read_path(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let compiled = compile_all(&raws, &settings, Origin::File, &path.display().to_string()).map_err(|e| anyhow::anyhow!("invalid tool definitions:\n{e}"))?;
+            let compiled = compile_all(&raws, &settings, Origin::File, &path.display().to_string())
+                .map_err(|e| anyhow::anyhow!("invalid tool definitions:\n{e}"))?;
             let names: Vec<&str> = compiled.iter().map(|c| c.name.as_str()).collect();
             let _ = writeln!(out, "{}: {} valid tool definitions: {}", path.display(), compiled.len(), names.join(", "));
             Ok(())
@@ -262,7 +263,10 @@ async fn tools_command(settings: Settings, command: ToolsCommand) -> anyhow::Res
         ToolsCommand::List { json } => {
             // (name, origin, kind, enabled, description)
             let mut rows: Vec<(String, &str, String, bool, String)> = Vec::new();
-            let server = std::sync::Arc::new(toolgate::server::McpServer::new(std::sync::Arc::new(settings.clone()), std::sync::Arc::new(toolgate::bus::LocalBus::default())));
+            let server = std::sync::Arc::new(toolgate::server::McpServer::new(
+                std::sync::Arc::new(settings.clone()),
+                std::sync::Arc::new(toolgate::bus::LocalBus::default()),
+            ));
             toolgate::packs::install(&server, &settings.tools).map_err(anyhow::Error::msg)?;
             for t in server.tools.snapshot().iter() {
                 rows.push((t.name().to_owned(), Origin::Code.as_str(), "code".into(), true, t.tool.descriptor().description.clone()));
@@ -273,7 +277,8 @@ async fn tools_command(settings: Settings, command: ToolsCommand) -> anyhow::Res
             let describe = |raw: &RawDef| raw.value.get("description").and_then(serde_json::Value::as_str).unwrap_or("").to_owned();
             if let Some(path) = &settings.tools.path {
                 let raws = read_path(path).map_err(|e| anyhow::anyhow!("{e}"))?;
-                let compiled = compile_all(&raws, &settings, Origin::File, &path.display().to_string()).map_err(|e| anyhow::anyhow!("invalid tool definitions:\n{e}"))?;
+                let compiled = compile_all(&raws, &settings, Origin::File, &path.display().to_string())
+                    .map_err(|e| anyhow::anyhow!("invalid tool definitions:\n{e}"))?;
                 for (c, raw) in compiled.into_iter().zip(&raws) {
                     add(c, Origin::File, describe(raw));
                 }
@@ -289,13 +294,18 @@ async fn tools_command(settings: Settings, command: ToolsCommand) -> anyhow::Res
                         let d = describe(&raw);
                         add(c, Origin::Database, d);
                     }
-                    Err(errors) => eprintln!("stored tool {:?} is invalid: {}", row.name, errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")),
+                    Err(errors) => eprintln!(
+                        "stored tool {:?} is invalid: {}",
+                        row.name,
+                        errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+                    ),
                 }
             }
             rows.sort_by(|a, b| a.0.cmp(&b.0));
             if json {
                 for (name, origin, kind, enabled, description) in rows {
-                    let line = serde_json::json!({"name": name, "origin": origin, "kind": kind, "enabled": enabled, "description": description});
+                    let line =
+                        serde_json::json!({"name": name, "origin": origin, "kind": kind, "enabled": enabled, "description": description});
                     let _ = writeln!(out, "{line}");
                 }
             } else {

@@ -144,13 +144,16 @@ async fn the_body_template_substitutes_typed_values_and_drops_absent_ones() {
     Mock::given(method("POST"))
         .and(path("/repos/o/r/issues"))
         .and(header("content-type", "application/json"))
-        .and(body_json(json!({"title": "Crash", "labels": ["bug", "p1"], "meta": {"priority": 2, "source": "toolgate", "summary": "Crash (p2)"}})))
+        .and(body_json(
+            json!({"title": "Crash", "labels": ["bug", "p1"], "meta": {"priority": 2, "source": "toolgate", "summary": "Crash (p2)"}}),
+        ))
         .respond_with(ResponseTemplate::new(201).set_body_json(json!({"number": 7, "html_url": "https://example.com/o/r/issues/7"})))
         .expect(1)
         .mount(&server)
         .await;
     let tool = build(CREATE_ISSUE, &server);
-    let result = call(&tool, json!({"owner": "o", "repo": "r", "title": "Crash", "labels": ["bug", "p1"], "priority": 2})).await.expect("created");
+    let result =
+        call(&tool, json!({"owner": "o", "repo": "r", "title": "Crash", "labels": ["bug", "p1"], "priority": 2})).await.expect("created");
     assert_eq!(text(&result), "Created issue #7: https://example.com/o/r/issues/7");
     assert_eq!(result.structured_content, Some(json!({"number": 7, "html_url": "https://example.com/o/r/issues/7"})));
 }
@@ -199,7 +202,10 @@ headers = {{ Accept = "application/json", Authorization = {{ file = "{}", prefix
 async fn a_missing_credential_is_a_misconfiguration_and_nothing_is_sent() {
     let server = MockServer::start().await;
     for header_value in [r#"{ env = "TOOLGATE_TEST_SURELY_UNSET_7F3A" }"#, r#"{ file = "/nonexistent/toolgate/secret" }"#] {
-        let tool = build(&format!("[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"MOCK/x\"\nheaders = {{ X-Api-Key = {header_value} }}\n"), &server);
+        let tool = build(
+            &format!("[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"MOCK/x\"\nheaders = {{ X-Api-Key = {header_value} }}\n"),
+            &server,
+        );
         let message = failure(call(&tool, json!({})).await);
         assert_eq!(message, "The tool is misconfigured on the server: a credential is unavailable; tell the operator.");
     }
@@ -214,7 +220,9 @@ async fn secret_values_never_reach_results_or_error_messages() {
     let secret = "sk-live-0123456789abcdef";
     std::fs::write(&secret_file, format!("{secret}\n")).expect("write secret");
     Mock::given(path("/echo"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"you_sent": format!("Bearer {secret}"), "items": [{"token": secret}]})))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"you_sent": format!("Bearer {secret}"), "items": [{"token": secret}]})),
+        )
         .mount(&server)
         .await;
     Mock::given(path("/denied"))
@@ -354,7 +362,9 @@ async fn responses_are_mapped_by_pointer_and_rendered_by_the_text_template() {
 async fn default_markdown_renders_objects_as_bullets_and_arrays_as_tables() {
     let server = MockServer::start().await;
     Mock::given(path("/users"))
-        .respond_with(ResponseTemplate::new(200).set_body_json(json!([{"login": "ann", "id": 1, "site_admin": false}, {"login": "bob", "id": 2}])))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!([{"login": "ann", "id": 1, "site_admin": false}, {"login": "bob", "id": 2}])),
+        )
         .mount(&server)
         .await;
     Mock::given(path("/repo"))
@@ -364,8 +374,11 @@ async fn default_markdown_renders_objects_as_bullets_and_arrays_as_tables() {
     let users = build("[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"MOCK/users\"\n", &server);
     let result = call(&users, json!({})).await.expect("success");
     let md = text(&result);
-    assert!(md.contains("| login | id | site_admin |") && md.contains("| bob | 2 |  |"), "{md}");
-    assert_eq!(result.structured_content, Some(json!({"items": [{"login": "ann", "id": 1, "site_admin": false}, {"login": "bob", "id": 2}]})));
+    assert!(md.starts_with("| id | login | site_admin |\n| --- | --- | --- |\n| 1 | ann | false |\n| 2 | bob |  |"), "{md}");
+    assert_eq!(
+        result.structured_content,
+        Some(json!({"items": [{"login": "ann", "id": 1, "site_admin": false}, {"login": "bob", "id": 2}]}))
+    );
     let repo = build("[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"MOCK/repo\"\n", &server);
     assert_eq!(text(&call(&repo, json!({})).await.expect("success")), "- **name**: toolgate\n- **stars**: 42");
 }
@@ -422,7 +435,9 @@ async fn a_link_header_with_rel_next_means_there_is_more() {
     let server = MockServer::start().await;
     Mock::given(path("/events"))
         .and(query_param("cursor", "abc"))
-        .respond_with(ResponseTemplate::new(200).insert_header("link", "<https://x/events?page=3>; rel=\"next\"").set_body_json(json!([{"id": 1}])))
+        .respond_with(
+            ResponseTemplate::new(200).insert_header("link", "<https://x/events?page=3>; rel=\"next\"").set_body_json(json!([{"id": 1}])),
+        )
         .mount(&server)
         .await;
     let tool = build(
@@ -478,8 +493,12 @@ async fn a_slow_upstream_times_out_with_a_clear_message() {
 async fn an_unreachable_upstream_says_so_without_addresses() {
     // A port nobody listens on: bind, note the port, close.
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let tool = build_with("[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"MOCK/\"\nretries = 0\n", &format!("http://127.0.0.1:{port}"), &loopback_settings())
-        .expect("compiles");
+    let tool = build_with(
+        "[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"MOCK/\"\nretries = 0\n",
+        &format!("http://127.0.0.1:{port}"),
+        &loopback_settings(),
+    )
+    .expect("compiles");
     let m = failure(call(&tool, json!({})).await);
     assert_eq!(m, "The upstream 127.0.0.1 is unreachable (the connection failed); try again later.");
 }
@@ -586,7 +605,8 @@ async fn private_and_local_literal_hosts_are_refused() {
         "http://[fd00:ec2::254]/",
         "http://0.0.0.0:8080/",
     ] {
-        let errors = field_errors(build_with(&format!("[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"{url}\"\n"), "", &ToolSettings::default()));
+        let errors =
+            field_errors(build_with(&format!("[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"{url}\"\n"), "", &ToolSettings::default()));
         assert!(has_error(&errors, "http.url", "is a private or local network address"), "{url}: {errors:?}");
     }
 }
@@ -609,8 +629,12 @@ async fn host_names_that_resolve_to_private_addresses_are_refused() {
     settings.http.resolve.insert("api.internal".into(), "10.0.0.7".parse().expect("ip"));
     settings.http.resolve.insert("sneaky.example".into(), "127.0.0.1".parse().expect("ip"));
     for host in ["api.internal", "sneaky.example", "localhost"] {
-        let tool = build_with("[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"MOCK/x\"\nretries = 0\n", &format!("http://{host}:{port}"), &settings)
-            .expect("a host name compiles");
+        let tool = build_with(
+            "[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"MOCK/x\"\nretries = 0\n",
+            &format!("http://{host}:{port}"),
+            &settings,
+        )
+        .expect("a host name compiles");
         let m = failure(call(&tool, json!({})).await);
         assert_eq!(m, format!("refused: the address of {host} resolves to a private or local network address"));
     }
@@ -635,14 +659,19 @@ async fn redirects_to_private_addresses_or_other_schemes_are_refused() {
     let port = server.address().port();
     let redirects = [
         ("/to-private", "http://10.0.0.1/admin".to_owned(), "refused: 10.0.0.1 is a private or local network address"),
-        ("/to-metadata", "http://169.254.169.254/latest/meta-data/".to_owned(), "refused: 169.254.169.254 is a private or local network address"),
+        (
+            "/to-metadata",
+            "http://169.254.169.254/latest/meta-data/".to_owned(),
+            "refused: 169.254.169.254 is a private or local network address",
+        ),
         ("/to-mapped", "http://[::ffff:7f00:1]/".to_owned(), "refused: [::ffff:7f00:1] is a private or local network address"),
         (
             "/to-private-name",
             format!("http://db.internal:{port}/ok"),
             "refused: the address of db.internal resolves to a private or local network address",
         ),
-        ("/to-file", "file:///etc/passwd".to_owned(), "refused: a redirect to a file: URL"),
+        // reqwest itself hands back a redirect to a non-http(s) URL instead of following it.
+        ("/to-file", "file:///etc/passwd".to_owned(), "The upstream answered with 302 Found, a redirect this tool does not follow."),
     ];
     for (from, to, _) in &redirects {
         Mock::given(path(*from)).respond_with(ResponseTemplate::new(302).insert_header("location", to.as_str())).mount(&server).await;
@@ -651,8 +680,9 @@ async fn redirects_to_private_addresses_or_other_schemes_are_refused() {
     let mut settings = loopback_settings();
     settings.http.resolve.insert("db.internal".into(), "127.0.0.1".parse().expect("ip"));
     for (from, _, expected) in redirects {
-        let tool = build_with(&format!("[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"MOCK{from}\"\nretries = 0\n"), &server.uri(), &settings)
-            .expect("compiles");
+        let tool =
+            build_with(&format!("[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"MOCK{from}\"\nretries = 0\n"), &server.uri(), &settings)
+                .expect("compiles");
         let m = failure(call(&tool, json!({})).await);
         assert!(m.starts_with(expected), "{from}: {m}");
     }
@@ -671,4 +701,104 @@ async fn redirects_are_limited_and_same_host_redirects_are_followed() {
     assert_eq!(failure(call(&tool("/loop"), json!({})).await), "refused: the upstream redirected more than 3 times");
     let loops = requests(&server).await.iter().filter(|r| r.url.path() == "/loop").count();
     assert_eq!(loops, 4, "the first request and three redirects, never retried");
+}
+
+#[tokio::test]
+async fn a_request_with_credentials_never_follows_a_redirect_to_another_origin() {
+    let server = MockServer::start().await;
+    let elsewhere = MockServer::start().await;
+    Mock::given(path("/moved"))
+        .respond_with(ResponseTemplate::new(301).insert_header("location", format!("{}/collect", elsewhere.uri()).as_str()))
+        .mount(&server)
+        .await;
+    Mock::given(path("/collect")).respond_with(ResponseTemplate::new(200).set_body_json(json!({"stolen": true}))).mount(&elsewhere).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let secret_file = dir.path().join("key");
+    std::fs::write(&secret_file, "api-key-value").expect("write secret");
+    let tool = build(
+        &format!(
+            "[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"MOCK/moved\"\nheaders = {{ X-Api-Key = {{ file = \"{}\" }} }}\n",
+            secret_file.display()
+        ),
+        &server,
+    );
+    let m = failure(call(&tool, json!({})).await);
+    assert_eq!(m, "refused: a redirect to another site (127.0.0.1) while the request carries credentials");
+    assert!(requests(&elsewhere).await.is_empty(), "the key never left for the other origin");
+
+    // Without credentials the same redirect is followed.
+    let plain = build("[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"MOCK/moved\"\n", &server);
+    assert_eq!(call(&plain, json!({})).await.expect("followed").structured_content, Some(json!({"stolen": true})));
+}
+
+/// The examples in the report and docs: a GitHub create-issue tool and a weather lookup.
+const EXAMPLES: &str = r#"
+[[tools]]
+name = "github_create_issue"
+title = "Create a GitHub issue"
+description = "Opens an issue in a GitHub repository. Example: {\"owner\": \"rust-lang\", \"repo\": \"rust\", \"title\": \"ICE on nightly\"}."
+annotations = { destructive_hint = false, idempotent_hint = false, open_world_hint = true }
+timeout_secs = 20
+
+[tools.input_schema]
+type = "object"
+required = ["owner", "repo", "title"]
+properties.owner = { type = "string", description = "Repository owner (user or organization)" }
+properties.repo = { type = "string", description = "Repository name" }
+properties.title = { type = "string" }
+properties.body = { type = "string", description = "Markdown body" }
+properties.labels = { type = "array", items = { type = "string" } }
+
+[tools.http]
+method = "POST"
+url = "https://api.github.com/repos/{owner}/{repo}/issues"
+body = { title = "{title}", body = "{body}", labels = "{labels}" }
+
+[tools.http.headers]
+Accept = "application/vnd.github+json"
+X-GitHub-Api-Version = "2022-11-28"
+Authorization = { env = "GITHUB_TOKEN", prefix = "Bearer " }
+
+[tools.http.response]
+text = "Created issue #{{ response.number }} in {{ args.owner }}/{{ args.repo }}: {{ response.html_url }}"
+
+[[tools]]
+name = "get_weather"
+description = "Current weather at a place. Example: {\"latitude\": 47.37, \"longitude\": 8.54}."
+annotations = { read_only_hint = true, idempotent_hint = true, open_world_hint = true }
+response_format_argument = true
+
+[tools.input_schema]
+type = "object"
+required = ["latitude", "longitude"]
+properties.latitude = { type = "number", minimum = -90, maximum = 90 }
+properties.longitude = { type = "number", minimum = -180, maximum = 180 }
+
+[tools.http]
+url = "https://api.open-meteo.com/v1/forecast{?latitude,longitude}"
+query = { current = "temperature_2m,wind_speed_10m" }
+timeout_ms = 5000
+max_response_bytes = 65536
+
+[tools.http.response]
+structured = "/current"
+text = "{{ result.temperature_2m }} °C, wind {{ result.wind_speed_10m }} km/h (at {{ result.time }})"
+"#;
+
+#[test]
+fn the_documented_examples_compile() {
+    let file: ToolsFile = toml::from_str(EXAMPLES).expect("a valid tools file");
+    let settings = ToolSettings::default();
+    for def in &file.tools {
+        let schema = def.input_schema.clone().expect("a schema");
+        let cx = BuildCtx {
+            tool: &def.name,
+            input_schema: &schema,
+            idempotent: def.annotations.as_ref().and_then(|a| a.idempotent_hint).unwrap_or(false),
+            base_dir: Path::new("/"),
+            settings: &settings,
+        };
+        let built = HttpTool::build(def.http.as_ref().expect("http"), &cx);
+        assert!(built.is_ok(), "{}: {built:?}", def.name);
+    }
 }

@@ -145,7 +145,10 @@ async fn an_unchanged_rewrite_announces_nothing() {
     let mut stream = SseReader::new(open_get(&s, &sid, None).await);
     stream.next_event().await.expect("priming");
     // Same definitions, different formatting and key order.
-    write(&file, "[[tools]]\nbuiltin = { id = \"echo\" }\ndescription = \"Repeat the given text. Example: {\\\"text\\\": \\\"hi\\\"} returns \\\"hi\\\".\"\nname = \"say\"\n");
+    write(
+        &file,
+        "[[tools]]\nbuiltin = { id = \"echo\" }\ndescription = \"Repeat the given text. Example: {\\\"text\\\": \\\"hi\\\"} returns \\\"hi\\\".\"\nname = \"say\"\n",
+    );
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert!(stream.next_message_within(Duration::from_millis(300)).await.is_none(), "an equal set is not a change");
     assert!(s.state().definitions.status(Origin::File).loaded_at.is_some());

@@ -120,7 +120,8 @@ where
     }
 
     fn rule(settings: &LimitSettings, clock: &C, name: &str, tool: &ToolLimit) -> ToolRule<C> {
-        let own = tool.own_quota().map(|quota| Table::new(format!("tool:{name}"), quota, settings.max_keys, Overflow::Shared, clock.clone()));
+        let own =
+            tool.own_quota().map(|quota| Table::new(format!("tool:{name}"), quota, settings.max_keys, Overflow::Shared, clock.clone()));
         ToolRule { own, cost: nz(tool.cost), limit: tool.clone() }
     }
 

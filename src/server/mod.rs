@@ -192,8 +192,8 @@ impl McpServer {
                 "server/discover" | "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
                     obj.insert("ttlMs".into(), json!(LIST_TTL_MS));
                     // A tool list filtered by the caller's scopes must not be shared.
-                    let per_caller = method == "tools/list"
-                        && (!self.settings.auth.tool_scopes.is_empty() || self.tools.snapshot().has_scoped_tools());
+                    let per_caller =
+                        method == "tools/list" && (!self.settings.auth.tool_scopes.is_empty() || self.tools.snapshot().has_scoped_tools());
                     obj.insert("cacheScope".into(), json!(if per_caller { "private" } else { "public" }));
                 }
                 "resources/read" => {
@@ -239,8 +239,7 @@ impl McpServer {
     fn list_tools(&self, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
         let cursor = cursor_param(params)?;
         let set = self.tools.snapshot();
-        let (page, next) =
-            set.page_filtered(cursor, self.page_size(), |t| self.may_use(t, ctx)).map_err(RpcError::invalid_params)?;
+        let (page, next) = set.page_filtered(cursor, self.page_size(), |t| self.may_use(t, ctx)).map_err(RpcError::invalid_params)?;
         let tools: Vec<&Value> = page.iter().map(|t| t.listing.as_ref()).collect();
         let mut result = json!({ "tools": tools });
         if let Some(next) = next {

@@ -22,8 +22,7 @@ pub struct BuiltinSpec {
 }
 
 /// The built-ins a definition can name, with the settings each accepts.
-pub const BUILTINS: &[(&str, &[&str])] =
-    &[("analyze_csv", &["dir"]), ("calculate_sum", &[]), ("echo", &[]), ("get_current_time", &[])];
+pub const BUILTINS: &[(&str, &[&str])] = &[("analyze_csv", &["dir"]), ("calculate_sum", &[]), ("echo", &[]), ("get_current_time", &[])];
 
 /// The built-in `spec` names, configured.
 pub fn tool(spec: &BuiltinSpec, settings: &Settings) -> Result<Tool, FieldError> {

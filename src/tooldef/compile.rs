@@ -89,7 +89,10 @@ pub fn parse_text(text: &str, json: bool, source: &str, base_dir: &Path) -> Resu
         return Err(DefinitionErrors::general(source, "the file must hold a `tools` list"));
     };
     if let Some(other) = root.keys().find(|k| *k != "tools") {
-        return Err(DefinitionErrors::general(source, format!("unknown top-level key `{other}`: only `tools` (a list of tool definitions) is read")));
+        return Err(DefinitionErrors::general(
+            source,
+            format!("unknown top-level key `{other}`: only `tools` (a list of tool definitions) is read"),
+        ));
     }
     let tools = match root.remove("tools") {
         None => Vec::new(),
@@ -144,7 +147,10 @@ pub fn compile_all(raws: &[RawDef], settings: &Settings, origin: Origin, source:
     for (i, raw) in raws.iter().enumerate() {
         let label = raw.label(i);
         if !seen.insert(label.clone()) {
-            errors.push(ToolErrors { tool: label.clone(), errors: vec![FieldError::new("name", format!("{label:?} is defined twice (in {})", raw.source))] });
+            errors.push(ToolErrors {
+                tool: label.clone(),
+                errors: vec![FieldError::new("name", format!("{label:?} is defined twice (in {})", raw.source))],
+            });
             continue;
         }
         match compile(raw, settings, origin) {
@@ -208,6 +214,14 @@ pub fn compile(raw: &RawDef, settings: &Settings, origin: Origin) -> Result<Comp
         check_schema(out, "output_schema", &mut errors);
     }
     check_common(&def, settings, &mut errors);
+    // A command's structured result exists only in the JSON format (its Markdown result is
+    // the program's output), and a declared output schema needs one on every success.
+    if kind == Kind::Command && def.output_schema.is_some() && (def.response_format != ResponseFormat::Json || def.response_format_argument) {
+        errors.push(FieldError::new(
+            "output_schema",
+            "a command tool with an output schema must use response_format = \"json\" without response_format_argument: its Markdown results carry no structured content",
+        ));
+    }
     if !schema_ok {
         return Err(errors);
     }
@@ -389,4 +403,3 @@ fn check_icon(icon: &Icon, field: &str, errors: &mut Vec<FieldError>) {
         errors.push(FieldError::new(format!("{field}.src"), "must be an https: URL or a data:image/ URI"));
     }
 }
-

@@ -19,11 +19,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
-
 pub use compile::{Compiled, RawDef, compile, compile_all, is_definition_file, parse_def, parse_file, parse_text, read_path};
 pub use error::{DefinitionErrors, FieldError, ToolErrors};
-pub use sources::{Definitions, SourceStatus};
 pub use model::{Annotations, AuditArguments, Kind, ResponseFormat, ToolDef, ToolsFile};
+pub use sources::{Definitions, SourceStatus};
 
 use crate::config::ToolSettings;
 

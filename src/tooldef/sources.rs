@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::compile::{Compiled, RawDef, compile, compile_all, read_path};
 use super::error::{DefinitionErrors, ToolErrors};
 use crate::config::Settings;
-use crate::store::Store;
 use crate::server::McpServer;
+use crate::store::Store;
 use crate::tool::{Origin, SyncReport};
 
 /// Quiet time after a file event before reloading: editors write a file in several steps, and
@@ -54,14 +54,7 @@ impl std::fmt::Debug for Definitions {
 
 impl Definitions {
     pub fn new(settings: Arc<Settings>, server: Arc<McpServer>, store: Option<Store>) -> Self {
-        Self {
-            settings,
-            server,
-            store,
-            file: Mutex::default(),
-            database: Mutex::default(),
-            reloading: tokio::sync::Mutex::new(()),
-        }
+        Self { settings, server, store, file: Mutex::default(), database: Mutex::default(), reloading: tokio::sync::Mutex::new(()) }
     }
 
     /// Loads both sources at start-up; a problem here stops the server with the full report.
@@ -181,7 +174,11 @@ impl Definitions {
             }
             Err(errors) => {
                 metrics::counter!("toolgate_tool_reloads_total", "source" => label, "result" => "invalid").increment(1);
-                tracing::error!(source = label, problems = errors.count(), "tool definitions refused; the previous tools stay in service:\n{errors}");
+                tracing::error!(
+                    source = label,
+                    problems = errors.count(),
+                    "tool definitions refused; the previous tools stay in service:\n{errors}"
+                );
                 status.lock().last_error = Some(errors.clone());
             }
         }
@@ -224,7 +221,11 @@ impl Definitions {
 /// watch on the file alone misses.
 fn watch(path: &Path, tx: mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
     use notify::{RecursiveMode, Watcher as _};
-    let dir = if path.is_dir() { path.to_owned() } else { path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_owned() };
+    let dir = if path.is_dir() {
+        path.to_owned()
+    } else {
+        path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_owned()
+    };
     let handler = move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
             && !event.kind.is_access()

@@ -18,7 +18,7 @@
 //!
 //! Safety rules, all enforced here:
 //! - No shell: each `args` element yields exactly one argv element (or none when its field is
-//!   absent), except the explicit spread `"{files...}"`; see [`template`] for the syntax. Shell
+//!   absent), except the explicit spread `"{files...}"`; `command/template.rs` documents the syntax. Shell
 //!   syntax in a value (`;`, `$(…)`, backticks, newlines) reaches the program verbatim.
 //! - A value that would begin an argv element with `-` is refused unless the field is listed in
 //!   `allow_leading_dash`, so input cannot smuggle options (`--output=/etc/x`). Putting `--`
@@ -28,7 +28,7 @@
 //! - The program is resolved, checked and matched against `tools.command.allowed_programs` when
 //!   the tool is built; templates may only name properties the input schema declares.
 //! - Output is captured with a byte cap per stream; a timeout, a cancellation or a dropped call
-//!   stops the whole process group (see [`process`]).
+//!   stops the whole process group (`command/process.rs` says how).
 
 mod process;
 mod program;
@@ -155,70 +155,27 @@ impl CommandTool {
     pub fn build(spec: &CommandSpec, cx: &BuildCtx<'_>) -> Result<Self, Vec<FieldError>> {
         let settings = &cx.settings.command;
         let mut errors = Vec::new();
-        let mut error = |field: String, message: String| errors.push(FieldError::new(field, message));
-
-        let program = program::resolve(&spec.program, cx).map_err(|e| error("command.program".into(), e)).ok();
-
-        let mut args = Vec::with_capacity(spec.args.len());
-        let mut used = BTreeSet::new();
-        for (i, text) in spec.args.iter().enumerate() {
-            let field = format!("command.args[{i}]");
-            match Template::parse(text).and_then(|t| check_fields(&t, cx).map(|()| t)) {
-                Ok(t) => {
-                    used.extend(t.fields().into_iter().map(str::to_owned));
-                    args.push(t);
-                }
-                Err(e) => error(field, e),
-            }
-        }
-        let stdin = spec.stdin.as_deref().and_then(|text| {
-            let parsed = Template::parse(text).and_then(|t| match t {
-                Template::Spread(_) => Err("a spread `{name...}` is only possible in `args`".into()),
-                t => check_fields(&t, cx).map(|()| t),
-            });
-            parsed.map_err(|e| error("command.stdin".into(), e)).ok()
-        });
-
-        for (i, name) in spec.allow_leading_dash.iter().enumerate() {
-            if !used.contains(name) {
-                error(format!("command.allow_leading_dash[{i}]"), format!("`{name}` is not used in `command.args`"));
-            }
-        }
-
-        let working_dir = cx.resolve(spec.working_dir.as_deref().unwrap_or(Path::new(".")));
-        if let Err(e) = check_dir(&working_dir) {
-            error("command.working_dir".into(), e);
-        }
-
-        for (i, name) in spec.env_passthrough.iter().enumerate() {
-            if let Err(e) = check_env_name(name, false) {
-                error(format!("command.env_passthrough[{i}]"), e);
-            } else if spec.env.contains_key(name) {
-                error(format!("command.env_passthrough[{i}]"), format!("`{name}` is also set in `command.env`; keep one"));
-            }
-        }
-        for (name, value) in &spec.env {
-            if let Err(e) = check_env_name(name, true) {
-                error(format!("command.env.{name}"), e);
-            } else if value.contains('\0') {
-                error(format!("command.env.{name}"), "the value contains a NUL character".into());
-            }
-        }
+        let program = program::resolve(&spec.program, cx).map_err(|e| errors.push(FieldError::new("command.program", e))).ok();
+        let (args, stdin) = parse_templates(spec, cx, &mut errors);
+        let working_dir = std::path::absolute(cx.resolve(spec.working_dir.as_deref().unwrap_or(Path::new("."))))
+            .map_err(|e| e.to_string())
+            .and_then(|dir| check_dir(&dir).map(|()| dir))
+            .map_err(|e| errors.push(FieldError::new("command.working_dir", e)))
+            .ok();
+        check_env(spec, &mut errors);
 
         let max_output_bytes = spec.max_output_bytes.unwrap_or(settings.max_output_bytes);
         if spec.max_output_bytes.is_some_and(|n| n == 0 || n > settings.max_output_bytes) {
-            error(
-                "command.max_output_bytes".into(),
-                format!("must be between 1 and the server's tools.command.max_output_bytes ({})", settings.max_output_bytes),
-            );
+            let message = format!("must be between 1 and the server's tools.command.max_output_bytes ({})", settings.max_output_bytes);
+            errors.push(FieldError::new("command.max_output_bytes", message));
         }
         let success_exit_codes = spec.success_exit_codes.clone().unwrap_or_else(|| vec![0]);
         if success_exit_codes.is_empty() || success_exit_codes.iter().any(|c| !(0..=255).contains(c)) {
-            error("command.success_exit_codes".into(), "give one or more exit codes between 0 and 255".into());
+            errors.push(FieldError::new("command.success_exit_codes", "give one or more exit codes between 0 and 255"));
         }
 
-        match program {
-            Some(program) if errors.is_empty() => Ok(Self {
+        match (program, working_dir) {
+            (Some(program), Some(working_dir)) if errors.is_empty() => Ok(Self {
                 tool: cx.tool.to_owned(),
                 program,
                 args,
@@ -259,6 +216,9 @@ impl CommandTool {
         cancel: &CancellationToken,
         format: ResponseFormat,
     ) -> Result<CallToolResult, ToolError> {
+        if cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
         let invalid = |e: template::RenderError| ToolError::InvalidArguments(e.to_string());
         let mut argv = Vec::new();
         let dash_ok = |field: &str| self.allow_leading_dash.contains(field);
@@ -318,6 +278,54 @@ impl CommandTool {
             }
             _ => "The command could not be run; the server logged the details".into(),
         })
+    }
+}
+
+/// Parses `args` and `stdin`, checks the fields they name, and checks that every
+/// `allow_leading_dash` field is one `args` uses.
+fn parse_templates(spec: &CommandSpec, cx: &BuildCtx<'_>, errors: &mut Vec<FieldError>) -> (Vec<Template>, Option<Template>) {
+    let mut args = Vec::with_capacity(spec.args.len());
+    let mut used = BTreeSet::new();
+    for (i, text) in spec.args.iter().enumerate() {
+        match Template::parse(text).and_then(|t| check_fields(&t, cx).map(|()| t)) {
+            Ok(t) => {
+                used.extend(t.fields().into_iter().map(str::to_owned));
+                args.push(t);
+            }
+            Err(e) => errors.push(FieldError::new(format!("command.args[{i}]"), e)),
+        }
+    }
+    let stdin = spec.stdin.as_deref().and_then(|text| {
+        let parsed = Template::parse(text).and_then(|t| match t {
+            Template::Spread(_) => Err("a spread `{name...}` is only possible in `args`".into()),
+            t => check_fields(&t, cx).map(|()| t),
+        });
+        parsed.map_err(|e| errors.push(FieldError::new("command.stdin", e))).ok()
+    });
+    for (i, name) in spec.allow_leading_dash.iter().enumerate() {
+        if !used.contains(name) {
+            errors.push(FieldError::new(format!("command.allow_leading_dash[{i}]"), format!("`{name}` is not used in `command.args`")));
+        }
+    }
+    (args, stdin)
+}
+
+fn check_env(spec: &CommandSpec, errors: &mut Vec<FieldError>) {
+    for (i, name) in spec.env_passthrough.iter().enumerate() {
+        let field = || format!("command.env_passthrough[{i}]");
+        if let Err(e) = check_env_name(name, false) {
+            errors.push(FieldError::new(field(), e));
+        } else if spec.env.contains_key(name) {
+            errors.push(FieldError::new(field(), format!("`{name}` is also set in `command.env`; keep one")));
+        }
+    }
+    for (name, value) in &spec.env {
+        let field = format!("command.env.{name}");
+        if let Err(e) = check_env_name(name, true) {
+            errors.push(FieldError::new(field, e));
+        } else if value.contains('\0') {
+            errors.push(FieldError::new(field, "the value contains a NUL character"));
+        }
     }
 }
 

@@ -17,7 +17,9 @@ pub(super) fn resolve(program: &str, cx: &BuildCtx<'_>) -> Result<PathBuf, Strin
         return Err("contains a NUL character".into());
     }
     let path = if program.contains('/') {
-        let path = cx.resolve(Path::new(program));
+        // Absolute even when the base directory is not: a relative program path would be
+        // looked up from the child's working directory.
+        let path = std::path::absolute(cx.resolve(Path::new(program))).map_err(|e| format!("cannot be resolved: {e}"))?;
         check_executable(&path)?;
         path
     } else {

@@ -49,7 +49,8 @@ pub(super) fn compile(spec: &HttpSpec, cx: &BuildCtx<'_>) -> Result<HttpTool, Ve
     let (Some(url), Some(render), true) = (url, render, errors.is_empty()) else {
         return Err(errors);
     };
-    let same_origin_only = headers.iter().any(|h| matches!(h, Header::Secret { name, .. } if !STRIPPED_ON_REDIRECT.contains(&name.as_str())));
+    let same_origin_only =
+        headers.iter().any(|h| matches!(h, Header::Secret { name, .. } if !STRIPPED_ON_REDIRECT.contains(&name.as_str())));
     let client = reqwest::Client::builder()
         .use_rustls_tls()
         .no_proxy()
@@ -86,7 +87,18 @@ fn check_fields<'a>(field: &str, used: impl IntoIterator<Item = &'a str>, cx: &B
 }
 
 fn url(spec: &HttpSpec, cx: &BuildCtx<'_>, policy: &AddressPolicy, errors: &mut Vec<FieldError>) -> Option<UrlTemplate> {
-    let template = UrlTemplate::parse(&spec.url).map_err(|e| errors.push(FieldError::new("http.url", e))).ok()?;
+    let full = match &spec.base_url {
+        None => spec.url.clone(),
+        Some(base) => {
+            let base = base.resolve().map_err(|e| errors.push(FieldError::new("http.base_url", e))).ok()?;
+            if !spec.url.starts_with('/') {
+                errors.push(FieldError::new("http.url", "with `base_url`, `url` is the path after it and starts with '/'"));
+                return None;
+            }
+            format!("{}{}", base.trim_end_matches('/'), spec.url)
+        }
+    };
+    let template = UrlTemplate::parse(&full).map_err(|e| errors.push(FieldError::new("http.url", e))).ok()?;
     let vars = template.variables();
     check_fields("http.url", vars.iter().map(String::as_str), cx, errors);
     if let Err(refusal) = policy.check_url(template.base()) {
@@ -141,7 +153,12 @@ fn headers(spec: &HttpSpec, cx: &BuildCtx<'_>, errors: &mut Vec<FieldError>) -> 
             HeaderSpec::Secret(s) => match secret_source(s, cx) {
                 Ok(source) => {
                     if !source.available_now() {
-                        tracing::warn!(tool = cx.tool, header = name, credential = source.describe(), "http tool: a credential is not available now; calls will fail until it is");
+                        tracing::warn!(
+                            tool = cx.tool,
+                            header = name,
+                            credential = source.describe(),
+                            "http tool: a credential is not available now; calls will fail until it is"
+                        );
                     }
                     out.push(Header::Secret { name: header, source, prefix: s.prefix.clone() });
                 }
@@ -191,7 +208,10 @@ fn secret_source(spec: &SecretSpec, cx: &BuildCtx<'_>) -> Result<SecretSource, S
 fn body(spec: &HttpSpec, cx: &BuildCtx<'_>, errors: &mut Vec<FieldError>) -> Option<BodyTemplate> {
     let value = spec.body.as_ref()?;
     if !spec.method.takes_body() {
-        errors.push(FieldError::new("http.body", format!("a {} request has no body: use the URL template or `query`", spec.method.as_http())));
+        errors.push(FieldError::new(
+            "http.body",
+            format!("a {} request has no body: use the URL template or `query`", spec.method.as_http()),
+        ));
         return None;
     }
     match BodyTemplate::parse(value) {

@@ -95,10 +95,18 @@ impl HttpTool {
 
     /// Sends the request, retrying what is safe and worth retrying. Returns the final
     /// response whatever its status; a transport failure becomes a message for the model.
-    async fn send(&self, ctx: &ToolContext, url: &Url, headers: &HeaderMap, body: Option<Bytes>, host: &str) -> Result<reqwest::Response, ToolError> {
+    async fn send(
+        &self,
+        ctx: &ToolContext,
+        url: &Url,
+        headers: &HeaderMap,
+        body: Option<Bytes>,
+        host: &str,
+    ) -> Result<reqwest::Response, ToolError> {
         let mut retry = 0;
         loop {
-            let mut request = self.client.request(self.method.as_http(), url.clone()).headers(headers.clone()).timeout(self.attempt_timeout);
+            let mut request =
+                self.client.request(self.method.as_http(), url.clone()).headers(headers.clone()).timeout(self.attempt_timeout);
             if let Some(body) = &body {
                 if !headers.contains_key(CONTENT_TYPE) {
                     request = request.header(CONTENT_TYPE, "application/json");

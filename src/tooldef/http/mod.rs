@@ -3,7 +3,7 @@
 //! A definition's `[tools.http]` table ([`HttpSpec`]) is compiled once by [`HttpTool::build`]:
 //! the URL template, query, headers, body and response templates are parsed, every field they
 //! use is checked against the input schema, and the tool's own HTTP client is made (rustls, no
-//! proxy, the guarded resolver and redirect policy of [`ssrf`]). [`HttpTool::call`] then
+//! proxy, the guarded resolver and redirect policy of `ssrf`). [`HttpTool::call`] then
 //! expands the templates with the validated arguments, reads credentials (env or file, at
 //! call time), sends with retries when that is safe, and maps the response.
 //!
@@ -26,7 +26,7 @@ mod template;
 use std::time::Duration;
 
 pub use secret::{HeaderSpec, SecretSpec};
-pub use spec::{HttpMethod, HttpSpec, HttpToolSettings, PaginationSpec, ResponseSpec};
+pub use spec::{BaseUrl, HttpMethod, HttpSpec, HttpToolSettings, PaginationSpec, ResponseSpec};
 
 use super::{BuildCtx, FieldError, ResponseFormat};
 use crate::protocol::CallToolResult;

@@ -17,7 +17,12 @@ impl Pagination {
     pub fn build(spec: &PaginationSpec, cx: &BuildCtx<'_>) -> Result<Self, Vec<FieldError>> {
         let mut errors = Vec::new();
         let field = |name: &str| format!("http.pagination.{name}");
-        let params = [("limit", &spec.limit, "limit"), ("offset", &spec.offset, "offset"), ("page", &spec.page, "offset"), ("cursor", &spec.cursor, "cursor")];
+        let params = [
+            ("limit", &spec.limit, "limit"),
+            ("offset", &spec.offset, "offset"),
+            ("page", &spec.page, "offset"),
+            ("cursor", &spec.cursor, "cursor"),
+        ];
         for (key, param, argument) in params {
             match param {
                 Some(p) if p.trim().is_empty() => errors.push(FieldError::new(field(key), "name the upstream query parameter")),
@@ -37,7 +42,12 @@ impl Pagination {
         if spec.default_limit == Some(0) {
             errors.push(FieldError::new(field("default_limit"), "must be at least 1"));
         }
-        let pointers = [("has_more", &spec.has_more), ("next_offset", &spec.next_offset), ("next_cursor", &spec.next_cursor), ("total_count", &spec.total_count)];
+        let pointers = [
+            ("has_more", &spec.has_more),
+            ("next_offset", &spec.next_offset),
+            ("next_cursor", &spec.next_cursor),
+            ("total_count", &spec.total_count),
+        ];
         for (key, pointer) in pointers {
             if let Some(p) = pointer
                 && !is_pointer(p)
@@ -70,7 +80,7 @@ impl Pagination {
             let offset = Self::offset(args);
             match limit {
                 Some(0) => return Err("`limit` must be at least 1".into()),
-                Some(limit) if offset % limit != 0 => {
+                Some(limit) if !offset.is_multiple_of(limit) => {
                     return Err(format!("`offset` must be a multiple of `limit` ({limit}) for this tool: it pages by page number"));
                 }
                 Some(limit) => out.push((param.clone(), (offset / limit + 1).to_string())),
@@ -159,7 +169,8 @@ fn link_has_next(headers: &HeaderMap) -> Option<bool> {
         for link in value.split(',') {
             let has_next = link.split(';').skip(1).any(|param| {
                 let Some((name, rel)) = param.split_once('=') else { return false };
-                name.trim().eq_ignore_ascii_case("rel") && rel.trim().trim_matches('"').split_whitespace().any(|r| r.eq_ignore_ascii_case("next"))
+                name.trim().eq_ignore_ascii_case("rel")
+                    && rel.trim().trim_matches('"').split_whitespace().any(|r| r.eq_ignore_ascii_case("next"))
             });
             if has_next {
                 return Some(true);
@@ -195,21 +206,30 @@ mod tests {
     #[test]
     fn page_style_computes_page_numbers_and_refuses_misaligned_offsets() {
         let p = build(PaginationSpec { limit: Some("per_page".into()), page: Some("page".into()), ..Default::default() }).expect("valid");
-        assert_eq!(p.query(&args(json!({"limit": 10, "offset": 20}))), Ok(vec![("per_page".into(), "10".into()), ("page".into(), "3".into())]));
+        assert_eq!(
+            p.query(&args(json!({"limit": 10, "offset": 20}))),
+            Ok(vec![("per_page".into(), "10".into()), ("page".into(), "3".into())])
+        );
         assert!(p.query(&args(json!({"limit": 10, "offset": 5}))).is_err());
     }
 
     #[test]
     fn undeclared_arguments_and_bad_pointers_are_refused() {
-        let errors = build(PaginationSpec { cursor: Some("c".into()), total_count: Some("total".into()), ..Default::default() }).expect_err("invalid");
+        let errors = build(PaginationSpec { cursor: Some("c".into()), total_count: Some("total".into()), ..Default::default() })
+            .expect_err("invalid");
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["http.pagination.cursor", "http.pagination.total_count"]);
     }
 
     #[test]
     fn has_more_comes_from_total_link_or_a_full_page() {
-        let p = build(PaginationSpec { limit: Some("n".into()), offset: Some("o".into()), total_count: Some("/total".into()), ..Default::default() })
-            .expect("valid");
+        let p = build(PaginationSpec {
+            limit: Some("n".into()),
+            offset: Some("o".into()),
+            total_count: Some("/total".into()),
+            ..Default::default()
+        })
+        .expect("valid");
         let e = p.envelope(json!([1, 2]), &json!({"total": 5}), &HeaderMap::new(), &args(json!({"limit": 2, "offset": 2})));
         assert_eq!(e, json!({"items": [1, 2], "count": 2, "has_more": true, "next_offset": 4, "total_count": 5}));
         let e = p.envelope(json!([1]), &json!({"total": 5}), &HeaderMap::new(), &args(json!({"limit": 2, "offset": 4})));
@@ -226,7 +246,10 @@ mod tests {
 
     #[test]
     fn footers_say_how_to_get_the_next_page() {
-        assert_eq!(footer(&json!({"count": 2, "total_count": 5, "has_more": true, "next_offset": 4})), "Showing 2 of 5. More results: call again with offset = 4.");
+        assert_eq!(
+            footer(&json!({"count": 2, "total_count": 5, "has_more": true, "next_offset": 4})),
+            "Showing 2 of 5. More results: call again with offset = 4."
+        );
         assert_eq!(footer(&json!({"count": 1, "has_more": false})), "Showing 1. No more results.");
     }
 }

@@ -36,7 +36,10 @@ impl Renderer {
         if let Some(p) = &spec.structured
             && !is_pointer(p)
         {
-            errors.push(FieldError::new("http.response.structured", "a JSON pointer starts with `/` (e.g. \"/items\"), or is empty for the whole response"));
+            errors.push(FieldError::new(
+                "http.response.structured",
+                "a JSON pointer starts with `/` (e.g. \"/items\"), or is empty for the whole response",
+            ));
         }
         let mut text = None;
         if let Some(source) = &spec.text {
@@ -59,9 +62,9 @@ impl Renderer {
     pub fn result(&self, body: Body, call: &Call<'_>) -> Result<CallToolResult, ToolError> {
         match body {
             Body::Empty => Ok(CallToolResult::text(format!("Done: the upstream answered {} with no content.", call.status))),
-            Body::Binary { content_type, len } => {
-                Ok(CallToolResult::text(format!("The upstream answered with {len} bytes of {content_type}, which this tool cannot show as text.")))
-            }
+            Body::Binary { content_type, len } => Ok(CallToolResult::text(format!(
+                "The upstream answered with {len} bytes of {content_type}, which this tool cannot show as text."
+            ))),
             Body::Text(text) => {
                 let text = call.redactor.text(&text);
                 let rendered = match call.format {
@@ -100,7 +103,11 @@ impl Renderer {
                 text
             }
         };
-        Ok(CallToolResult { content: vec![Content::text(call.redactor.text(&text))], structured_content: Some(structured), ..Default::default() })
+        Ok(CallToolResult {
+            content: vec![Content::text(call.redactor.text(&text))],
+            structured_content: Some(structured),
+            ..Default::default()
+        })
     }
 
     /// The text template's output, or `None` without one or when it fails (logged; the

@@ -61,13 +61,11 @@ impl Body {
         let essence = content_type.and_then(|c| c.split(';').next()).map(|c| c.trim().to_ascii_lowercase());
         let is_json = essence.as_deref().is_some_and(|e| e == "application/json" || e.ends_with("+json"));
         if is_json {
-            return serde_json::from_slice(&bytes)
-                .map(Self::Json)
-                .map_err(|_| "The upstream answered with invalid JSON.".to_owned());
+            return serde_json::from_slice(&bytes).map(Self::Json).map_err(|_| "The upstream answered with invalid JSON.".to_owned());
         }
-        let texty = essence.as_deref().is_none_or(|e| {
-            e.starts_with("text/") || e.ends_with("+xml") || matches!(e, "application/xml" | "application/javascript")
-        });
+        let texty = essence
+            .as_deref()
+            .is_none_or(|e| e.starts_with("text/") || e.ends_with("+xml") || matches!(e, "application/xml" | "application/javascript"));
         if essence.is_none()
             && let Ok(json) = serde_json::from_slice(&bytes)
         {
@@ -76,10 +74,9 @@ impl Body {
         match String::from_utf8(bytes) {
             Ok(text) if texty => Ok(Self::Text(text)),
             Ok(text) => Ok(Self::Binary { content_type: essence.unwrap_or_default(), len: text.len() }),
-            Err(e) => Ok(Self::Binary {
-                content_type: essence.unwrap_or_else(|| "application/octet-stream".into()),
-                len: e.into_bytes().len(),
-            }),
+            Err(e) => {
+                Ok(Self::Binary { content_type: essence.unwrap_or_else(|| "application/octet-stream".into()), len: e.into_bytes().len() })
+            }
         }
     }
 }
@@ -208,7 +205,7 @@ fn array_markdown(items: &[Value]) -> String {
     if columns.is_empty() {
         return items.iter().take(MAX_ROWS).map(|v| format!("- {}", cell(v, 200))).collect::<Vec<_>>().join("\n");
     }
-    let mut out = format!("| {} |\n|{}|", columns.join(" | "), " --- |".repeat(columns.len()));
+    let mut out = format!("| {} |\n|{}", columns.join(" | "), " --- |".repeat(columns.len()));
     for item in items.iter().take(MAX_ROWS) {
         let row: Vec<String> = columns.iter().map(|c| item.get(*c).map_or_else(String::new, |v| cell(v, MAX_CELL))).collect();
         out.push_str(&format!("\n| {} |", row.join(" | ")));

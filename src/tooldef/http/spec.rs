@@ -33,6 +33,11 @@ pub struct HttpSpec {
     /// (`http`/`https`), host and port are fixed: no expression may change them, and an
     /// argument equal to `.` or `..` in the path is refused.
     pub url: String,
+    /// Where the API lives, when `url` is a path (`/repos/{owner}/{repo}/issues`): a fixed
+    /// `https://api.example.com`, or `{ env = "GITHUB_API_URL", default = "https://api.github.com" }`
+    /// so one tools file serves production and a local stand-in. Read when the tool is built
+    /// (at start-up and on every reload); it is a location, never a secret.
+    pub base_url: Option<BaseUrl>,
     /// Extra query parameters: name → value template. `"{field}"` sends the argument as is
     /// (an array argument repeats the parameter); `"state:{state}"` interpolates text; a
     /// parameter whose fields are absent is left out; `{{`/`}}` are literal braces.
@@ -63,6 +68,32 @@ pub struct HttpSpec {
     pub response: ResponseSpec,
     /// Pagination pass-through, see [`PaginationSpec`].
     pub pagination: Option<PaginationSpec>,
+}
+
+/// `base_url`: a literal, or an environment variable with an optional default.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum BaseUrl {
+    Fixed(String),
+    Env {
+        env: String,
+        #[serde(default)]
+        default: Option<String>,
+    },
+}
+
+impl BaseUrl {
+    /// The base URL now, or why there is none.
+    pub fn resolve(&self) -> Result<String, String> {
+        match self {
+            Self::Fixed(url) => Ok(url.clone()),
+            Self::Env { env, default } => match (std::env::var(env), default) {
+                (Ok(url), _) if !url.trim().is_empty() => Ok(url.trim().to_owned()),
+                (_, Some(default)) => Ok(default.clone()),
+                _ => Err(format!("the environment variable {env} is not set and there is no `default`")),
+            },
+        }
+    }
 }
 
 /// The request method.

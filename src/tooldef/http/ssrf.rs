@@ -64,16 +64,16 @@ const DENIED_V4: &[(Ipv4Addr, u8)] = &[
 const DENIED_V6: &[(Ipv6Addr, u8)] = &[
     (Ipv6Addr::UNSPECIFIED, 128),
     (Ipv6Addr::LOCALHOST, 128),
-    (Ipv6Addr::new(0x64, 0xff9b, 1, 0, 0, 0, 0, 0), 48), // local-use NAT64 (RFC 8215)
-    (Ipv6Addr::new(0x100, 0, 0, 0, 0, 0, 0, 0), 64),     // discard-only
-    (Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0), 32),    // Teredo (tunnels to any IPv4)
-    (Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 0), 48),    // benchmarking
+    (Ipv6Addr::new(0x64, 0xff9b, 1, 0, 0, 0, 0, 0), 48),  // local-use NAT64 (RFC 8215)
+    (Ipv6Addr::new(0x100, 0, 0, 0, 0, 0, 0, 0), 64),      // discard-only
+    (Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0), 32),     // Teredo (tunnels to any IPv4)
+    (Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 0), 48),     // benchmarking
     (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0), 32), // documentation
-    (Ipv6Addr::new(0x3fff, 0, 0, 0, 0, 0, 0, 0), 20),    // documentation (RFC 9637)
-    (Ipv6Addr::new(0xfc00, 0, 0, 0, 0, 0, 0, 0), 7),     // unique local, incl. AWS metadata fd00:ec2::254
-    (Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 10),    // link-local
-    (Ipv6Addr::new(0xfec0, 0, 0, 0, 0, 0, 0, 0), 10),    // site-local (deprecated)
-    (Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8),     // multicast
+    (Ipv6Addr::new(0x3fff, 0, 0, 0, 0, 0, 0, 0), 20),     // documentation (RFC 9637)
+    (Ipv6Addr::new(0xfc00, 0, 0, 0, 0, 0, 0, 0), 7),      // unique local, incl. AWS metadata fd00:ec2::254
+    (Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0), 10),     // link-local
+    (Ipv6Addr::new(0xfec0, 0, 0, 0, 0, 0, 0, 0), 10),     // site-local (deprecated)
+    (Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8),      // multicast
 ];
 
 /// Whether `ip` is loopback, private, link-local, unspecified, CGNAT, multicast, broadcast,

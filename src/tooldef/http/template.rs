@@ -284,9 +284,7 @@ impl BodyTemplate {
                 None => t.render(args).map(Value::String),
             },
             Self::Array(items) => Some(Value::Array(items.iter().filter_map(|i| i.render(args)).collect())),
-            Self::Object(entries) => {
-                Some(Value::Object(entries.iter().filter_map(|(k, v)| Some((k.clone(), v.render(args)?))).collect()))
-            }
+            Self::Object(entries) => Some(Value::Object(entries.iter().filter_map(|(k, v)| Some((k.clone(), v.render(args)?))).collect())),
         }
     }
 }
@@ -314,12 +312,15 @@ mod tests {
     #[test]
     fn dot_segments_from_arguments_are_refused() {
         let t = UrlTemplate::parse("https://api.example.com/repos/{owner}/x").expect("valid");
-        for owner in ["..", ".", "%2e%2E"] {
+        for owner in ["..", "."] {
             assert!(t.expand(&args(json!({"owner": owner}))).is_err(), "{owner}");
         }
-        let t = UrlTemplate::parse("https://api.example.com{+path}").expect("valid");
-        assert!(t.expand(&args(json!({"path": "/a/../../b"}))).is_err());
-        assert!(t.expand(&args(json!({"path": "@evil.example/"}))).is_err(), "reserved expansion cannot change the host");
+        let encoded = t.expand(&args(json!({"owner": "%2e%2e"}))).expect("a literal percent sign is encoded");
+        assert_eq!(encoded.path(), "/repos/%252e%252e/x");
+        let t = UrlTemplate::parse("https://api.example.com/{+path}").expect("valid");
+        assert!(t.expand(&args(json!({"path": "a/../../b"}))).is_err());
+        assert!(t.expand(&args(json!({"path": "a/b"}))).is_ok());
+        assert!(UrlTemplate::parse("https://api.example.com{+path}").is_err(), "reserved expansion right after the host could change it");
     }
 
     #[test]
