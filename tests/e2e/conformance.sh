@@ -90,7 +90,7 @@ case "$AUTH" in
   *) die "CONFORMANCE_AUTH must be dev or off, not '$AUTH'" 2 ;;
 esac
 
-TOOLGATE__SERVER__BIND="127.0.0.1:$PORT" "$BIN" serve --config "$CONFIG" >"$OUT/server.log" 2>&1 &
+TOOLGATE__SERVER__BIND="127.0.0.1:$PORT" TOOLGATE__ADMIN__BIND="127.0.0.1:0" "$BIN" serve --config "$CONFIG" >"$OUT/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 100); do
   curl -fsS -o /dev/null "http://127.0.0.1:$PORT/healthz" 2>/dev/null && break

@@ -100,7 +100,7 @@ EOF
 
 launch_toolgate() { # port
   write_config "$1"
-  TOOLGATE__SERVER__BIND="127.0.0.1:$1" TOOLGATE__LOG__FORMAT=json exec "$TOOLGATE_BIN" serve --config "$LOGS/toolgate.toml"
+  TOOLGATE__SERVER__BIND="127.0.0.1:$1" TOOLGATE__ADMIN__BIND="127.0.0.1:0" TOOLGATE__LOG__FORMAT=json exec "$TOOLGATE_BIN" serve --config "$LOGS/toolgate.toml"
 }
 
 # ---- checks ---------------------------------------------------------------------------------

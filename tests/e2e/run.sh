@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end tests: the real toolgate binary driven by the official MCP client SDKs (Python mcp
 # 1.x and 2.x, TypeScript), over Streamable HTTP and the legacy HTTP+SSE transport, then OAuth
-# end to end against a real authorization server (tests/e2e/oauth.sh), then the official
+# end to end against a real authorization server (tests/e2e/oauth.sh), then declarative tools
+# served from nothing but a tools directory (tests/e2e/tools.sh), then the official
 # conformance suite (tests/e2e/conformance.sh, when present). Needs tests/e2e/setup.sh to have
 # run. The last line is always `e2e: N passed, M failed`; exit status 0 only if M is 0.
 #
@@ -11,6 +12,7 @@
 #   E2E_PORTS              loopback ports to try for the server, FIRST-LAST (default 18200-18299)
 #   E2E_CLIENT_TIMEOUT     seconds each client run may take (default 120)
 #   E2E_OAUTH_TIMEOUT      seconds tests/e2e/oauth.sh may take (default 600)
+#   E2E_TOOLS_TIMEOUT      seconds tests/e2e/tools.sh may take (default 300)
 #   E2E_CONFORMANCE_TIMEOUT  seconds tests/e2e/conformance.sh may take (default 1500)
 set -euo pipefail
 
@@ -21,6 +23,7 @@ PROFILE="${E2E_PROFILE:-debug}"
 PORTS="${E2E_PORTS:-18200-18299}"
 CLIENT_TIMEOUT="${E2E_CLIENT_TIMEOUT:-120}"
 OAUTH_TIMEOUT="${E2E_OAUTH_TIMEOUT:-600}"
+TOOLS_TIMEOUT="${E2E_TOOLS_TIMEOUT:-300}"
 CONFORMANCE_TIMEOUT="${E2E_CONFORMANCE_TIMEOUT:-1500}"
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/toolgate-e2e.XXXXXX")"
 
@@ -50,7 +53,7 @@ export TOOLGATE_BIN="$BIN" # for oauth.sh and conformance.sh
 # ---- server ---------------------------------------------------------------------------------
 # Default auth (dev mode): every client sends a token minted below with this key.
 launch_toolgate() { # port
-  TOOLGATE__SERVER__BIND="127.0.0.1:$1" \
+  TOOLGATE__SERVER__BIND="127.0.0.1:$1" TOOLGATE__ADMIN__BIND="127.0.0.1:0" \
     TOOLGATE__AUTH__DEV_KEY_FILE="$LOGS/dev-signing.key" \
     TOOLGATE__TOOLS__PACKS__CONFORMANCE=true \
     TOOLGATE__LIMITS__REQUEST_BURST=10000 TOOLGATE__LIMITS__TOOL_BURST=10000 \
@@ -113,6 +116,12 @@ rc=0
 E2E_CLIENT_TIMEOUT="$CLIENT_TIMEOUT" timeout -k 10 "$OAUTH_TIMEOUT" bash "$E2E/oauth.sh" || rc=$?
 [ "$rc" = 124 ] && log "oauth.sh: killed after ${OAUTH_TIMEOUT}s"
 record "oauth" "$rc"
+
+# ---- declarative tools (starts its own upstream and server) ---------------------------------
+rc=0
+E2E_CLIENT_TIMEOUT="$CLIENT_TIMEOUT" timeout -k 10 "$TOOLS_TIMEOUT" bash "$E2E/tools.sh" || rc=$?
+[ "$rc" = 124 ] && log "tools.sh: killed after ${TOOLS_TIMEOUT}s"
+record "declarative tools" "$rc"
 
 # ---- conformance suite (starts its own server) ----------------------------------------------
 if [ -f "$E2E/conformance.sh" ]; then
