@@ -232,7 +232,9 @@ impl Settings {
             .with_list_parse_key("server.allowed_origins")
             .with_list_parse_key("auth.authorization_servers")
             .with_list_parse_key("auth.required_scopes")
-            .with_list_parse_key("audit.redact_fields");
+            .with_list_parse_key("audit.redact_fields")
+            .with_list_parse_key("tools.http.allow_hosts")
+            .with_list_parse_key("tools.command.allowed_programs");
         let settings: Self = builder.add_source(env).build()?.try_deserialize()?;
         settings.validate()?;
         Ok(settings)

@@ -36,7 +36,7 @@ start_toolgate() {
     server_pid=$!
     for _ in $(seq 150); do
       if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
-      if grep -q 'toolgate listening' "$LOGS/server.log" && healthy "$port"; then
+      if grep -q 'toolgate listening' "$LOGS/server.log" 2>/dev/null && healthy "$port"; then
         SERVER_PORT=$port # read by the caller
         return 0
       fi

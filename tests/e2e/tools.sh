@@ -101,14 +101,19 @@ if ! start_toolgate; then
   exit 1
 fi
 MCP="http://127.0.0.1:$SERVER_PORT/mcp"
-MCP_TOKEN="$(TOOLGATE__SERVER__BIND="127.0.0.1:$SERVER_PORT" TOOLGATE__AUTH__DEV_KEY_FILE="$LOGS/dev-signing.key" "$TOOLGATE_BIN" dev-token --subject e2e-tools)"
-export MCP_TOKEN
+# A token per client: github_create_issue's own rate limit (burst 3) is per caller.
+token() { # subject
+  TOOLGATE__SERVER__BIND="127.0.0.1:$SERVER_PORT" TOOLGATE__AUTH__DEV_KEY_FILE="$LOGS/dev-signing.key" \
+    "$TOOLGATE_BIN" dev-token --subject "$1" --scope "mcp:tools github:write"
+}
 log "toolgate on 127.0.0.1:$SERVER_PORT serving $TOOLS; upstream on $UPSTREAM_PORT; logs in $LOGS"
 
 for v in 1 2; do
   rm -f "$TOOLS/zz_added.toml"
   sleep 1 # let the removal's reload settle before the client starts watching
   name="python-mcp$v-declarative-tools"
+  MCP_TOKEN="$(token "e2e-tools-$v")"
+  export MCP_TOKEN
   rc=0
   timeout -k 5 "$CLIENT_TIMEOUT" "$HARNESS_DIR/py-mcp$v/bin/python" "$E2E/py_tools_client.py" \
     --url "$MCP" --tools-dir "$TOOLS" --secret "$SECRET" --commit-subject "$SUBJECT" \
