@@ -17,10 +17,18 @@ pub struct AdminSettings {
     /// Let the admin API create `command` tools (they run programs on this host). Off: only
     /// the tools file, which the operator controls, may define them.
     pub allow_command_tools: bool,
+    /// Largest admin request body accepted; larger ones get 413.
+    pub max_body_bytes: usize,
 }
 
 impl Default for AdminSettings {
     fn default() -> Self {
-        Self { enabled: true, bind: SocketAddr::from(([127, 0, 0, 1], 8081)), scope: "toolgate:admin".into(), allow_command_tools: false }
+        Self {
+            enabled: true,
+            bind: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            scope: "toolgate:admin".into(),
+            allow_command_tools: false,
+            max_body_bytes: 1024 * 1024,
+        }
     }
 }

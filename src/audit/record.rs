@@ -18,6 +18,9 @@ pub enum EventKind {
     AuthzDenied,
     RateLimited,
     RegistryChange,
+    /// A change made through the admin API (a tool definition created, replaced, enabled,
+    /// disabled or deleted; a reload requested).
+    AdminChange,
 }
 
 /// How it ended.
@@ -65,6 +68,7 @@ wire_names!(EventKind {
     AuthzDenied => "authz_denied",
     RateLimited => "rate_limited",
     RegistryChange => "registry_change",
+    AdminChange => "admin_change",
 });
 
 wire_names!(Outcome {

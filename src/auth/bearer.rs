@@ -74,16 +74,10 @@ impl Authenticator {
         }
     }
 
-    /// Authenticates one request from its headers.
+    /// Authenticates one MCP request from its headers: a valid token holding
+    /// `auth.required_scopes`.
     pub async fn authenticate(&self, headers: &axum::http::HeaderMap) -> Result<Principal, Refusal> {
-        let token = bearer_token(headers)?;
-        let principal = self.verify(token).await.map_err(|e| match e {
-            TokenError::Invalid(why) => Refusal::Invalid(why),
-            TokenError::Unavailable(why) => {
-                tracing::warn!(reason = %why, "cannot verify tokens: issuer keys unavailable");
-                Refusal::Unavailable
-            }
-        })?;
+        let principal = self.identify(headers).await?;
         let missing = self.settings.required_scopes.iter().any(|s| !principal.has_scope(s));
         if missing {
             let mut needed: Vec<String> = principal.scopes.iter().cloned().collect();
@@ -91,6 +85,18 @@ impl Authenticator {
             return Err(Refusal::InsufficientScope(needed));
         }
         Ok(principal)
+    }
+
+    /// The principal of a valid bearer token, whatever its scopes (the admin API checks its own).
+    pub async fn identify(&self, headers: &axum::http::HeaderMap) -> Result<Principal, Refusal> {
+        let token = bearer_token(headers)?;
+        self.verify(token).await.map_err(|e| match e {
+            TokenError::Invalid(why) => Refusal::Invalid(why),
+            TokenError::Unavailable(why) => {
+                tracing::warn!(reason = %why, "cannot verify tokens: issuer keys unavailable");
+                Refusal::Unavailable
+            }
+        })
     }
 
     /// Whether the principal holds the scopes `method` needs (its class's and its own);

@@ -108,9 +108,23 @@ impl Definitions {
         })?;
         let mut compiled = Vec::with_capacity(rows.len());
         let mut skipped = Vec::new();
+        let current = self.server.tools.snapshot();
         for row in rows.into_iter().filter(|r| r.enabled) {
             let raw = RawDef { value: row.definition, source: "database".into(), base_dir: PathBuf::from(".") };
+            // A name another source serves (the tools file gained it after it was stored) is
+            // skipped rather than failing every stored tool.
+            if let Some(owner) = current.get(&row.name).map(|t| t.tool.origin()).filter(|o| *o != Origin::Database) {
+                let why = format!("the name is taken by a tool from {}; rename or delete the stored one", owner.as_str());
+                skipped.push(ToolErrors { tool: row.name, errors: vec![super::FieldError::new("name", why)] });
+                continue;
+            }
             match compile(&raw, &self.settings, Origin::Database) {
+                // Command tools run programs on this host: stored ones are served only while
+                // the operator allows the admin API to define them.
+                Ok(c) if c.kind == super::Kind::Command && !self.settings.admin.allow_command_tools => {
+                    let why = "a stored command tool is not served while admin.allow_command_tools is false";
+                    skipped.push(ToolErrors { tool: row.name, errors: vec![super::FieldError::new("command", why)] });
+                }
                 Ok(c) => compiled.push(c),
                 Err(errors) => skipped.push(ToolErrors { tool: row.name, errors }),
             }

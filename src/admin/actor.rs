@@ -1,0 +1,74 @@
+//! Who sent an admin request (the token's principal when auth is on, the request id, the
+//! peer address) and what follows every successful write: the registry catches up with the
+//! database, and the change is audited.
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+
+use crate::app::AppState;
+use crate::audit::{AuditRecord, EventKind, Outcome};
+use crate::auth::principal::Principal;
+
+/// The sender of an admin request.
+#[derive(Clone, Debug, Default)]
+pub struct Actor {
+    /// Set by the admin gate when auth is on.
+    pub principal: Option<Arc<Principal>>,
+    pub request_id: Option<String>,
+    pub ip: Option<IpAddr>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Actor {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
+        Ok(Self {
+            principal: parts.extensions.get::<Arc<Principal>>().cloned(),
+            request_id: parts.headers.get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned),
+            ip: parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()),
+        })
+    }
+}
+
+impl Actor {
+    /// The token's subject, recorded as `updated_by`.
+    pub fn subject(&self) -> Option<&str> {
+        self.principal.as_deref().map(|p| p.subject.as_str())
+    }
+
+    /// After a successful write: reloads the database source (the registry changes and
+    /// `notifications/tools/list_changed` goes out) and writes an `admin_change` audit record.
+    /// `detail` names the tool and revision, never a definition's contents.
+    pub async fn changed(&self, app: &AppState, tool: &str, detail: String) {
+        // Only this replica's registry reloads here. With several replicas, the event bus
+        // should carry a "definitions changed" event from this point so every replica calls
+        // `reload_database` (until then they catch up on restart or `POST /admin/reload`).
+        if let Err(e) = app.definitions.reload_database().await {
+            // The write stands; `GET /admin/sources` shows the error and `served` is false.
+            tracing::error!(tool, problems = e.count(), "the database tools were not reloaded after an admin change:\n{e}");
+        }
+        tracing::info!(tool, subject = self.subject(), "{detail}");
+        self.audit(app, Some(tool), detail).await;
+    }
+
+    /// An `admin_change` audit record (when the audit log is on).
+    pub async fn audit(&self, app: &AppState, tool: Option<&str>, detail: String) {
+        let Some(audit) = &app.audit else { return };
+        let mut record = AuditRecord::new(EventKind::AdminChange, Outcome::Ok).with_detail(detail);
+        record.tool = tool.map(str::to_owned);
+        if let Some(p) = &self.principal {
+            record = record.with_principal(p);
+        }
+        if let Some(id) = &self.request_id {
+            record = record.with_request_id(id.clone());
+        }
+        if let Some(ip) = self.ip {
+            record = record.with_client_ip(ip);
+        }
+        audit.record(record).await;
+    }
+}

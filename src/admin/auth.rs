@@ -1,0 +1,135 @@
+//! The admin API's gate: with auth on, every request (unknown routes too, so the API's shape
+//! stays private) needs a bearer token the [`Authenticator`] accepts that also carries
+//! `admin.scope`. Refusals keep the bearer gate's status and `WWW-Authenticate` challenge,
+//! with a problem document as the body; failures count toward the per-address limit on
+//! failed authentications and are audited. With auth off everything passes: configuration
+//! validation keeps such an admin listener on loopback.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::problem::{Kind, Problem};
+use crate::app::AppState;
+use crate::audit::{AuditRecord, EventKind, Outcome};
+use crate::auth::bearer::{Authenticator, Refusal};
+
+/// The middleware; the [`Principal`](crate::auth::principal::Principal) goes into the request's extensions as `Arc<Principal>`.
+pub async fn require_admin(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
+    let Some(auth) = app.auth.clone() else { return next.run(request).await };
+    let ip = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    // Brute force is refused before any verification work, as on the MCP endpoint.
+    if let (Some(limiter), Some(ip)) = (&app.limiter, ip)
+        && let Err(rejection) = limiter.check_auth_failure_allowed(ip)
+    {
+        let (name, value) = rejection.retry_after_header();
+        return Problem::new(Kind::TooManyRequests, "too many failed authentication attempts from this address; retry later")
+            .with_header(name, value)
+            .into_response();
+    }
+    let scope = app.settings.admin.scope.as_str();
+    // Only the admin scope: an operator's token need not also carry the MCP scopes.
+    let refusal = match auth.identify(request.headers()).await {
+        Ok(principal) if principal.has_scope(scope) => {
+            request.extensions_mut().insert(Arc::new(principal));
+            return next.run(request).await;
+        }
+        // RFC 6750 §3.1: the scope list names what the request needs, held scopes included.
+        Ok(principal) => Refusal::InsufficientScope(with_admin_scope(principal.scopes.into_iter().collect(), scope)),
+        Err(Refusal::InsufficientScope(needed)) => Refusal::InsufficientScope(with_admin_scope(needed, scope)),
+        Err(refusal) => refusal,
+    };
+    if let (Some(limiter), Some(ip), Refusal::Invalid(_) | Refusal::Malformed(_)) = (&app.limiter, ip, &refusal) {
+        limiter.record_auth_failure(ip);
+    }
+    if let (Some(audit), false) = (&app.audit, matches!(refusal, Refusal::Missing | Refusal::Unavailable)) {
+        let kind = if matches!(refusal, Refusal::InsufficientScope(_)) { EventKind::AuthzDenied } else { EventKind::AuthFailure };
+        let mut record = AuditRecord::new(kind, Outcome::Denied).with_detail(format!("admin API: {}", refusal_kind(&refusal)));
+        if let Some(ip) = ip {
+            record = record.with_client_ip(ip);
+        }
+        if let Some(id) = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()) {
+            record = record.with_request_id(id);
+        }
+        // Off the request path: a flood of bad tokens must stay cheap to refuse.
+        let audit = audit.clone();
+        tokio::spawn(async move { audit.record(record).await });
+    }
+    refuse(&auth, &refusal, &app.settings.auth.required_scopes, scope)
+}
+
+/// The bearer gate's answer for `refusal` (status, challenge, `Retry-After`) with a problem
+/// document as its body. The challenge's `scope` hint names the admin scope too.
+fn refuse(auth: &Authenticator, refusal: &Refusal, required: &[String], admin_scope: &str) -> Response {
+    let gate = auth.refuse(refusal);
+    let status = gate.status();
+    let (kind, detail) = match refusal {
+        Refusal::Missing => (Kind::Unauthorized, format!("a bearer token with the scope {admin_scope} is required")),
+        Refusal::Malformed(why) => (Kind::MalformedRequest, format!("Authorization: {why}")),
+        Refusal::Invalid(_) => (Kind::Unauthorized, "the access token is not valid for this server".to_owned()),
+        Refusal::InsufficientScope(needed) => (Kind::InsufficientScope, format!("the admin API needs the scopes {}", needed.join(" "))),
+        Refusal::Unavailable => (Kind::Unavailable, "tokens cannot be verified right now; retry shortly".to_owned()),
+    };
+    let mut problem = Problem::new(kind, detail).with_status(status);
+    if let Some(challenge) = gate.headers().get(header::WWW_AUTHENTICATE).and_then(|v| v.to_str().ok()) {
+        let challenge = widen_scope_hint(challenge, required, admin_scope);
+        if let Ok(value) = HeaderValue::from_str(&challenge) {
+            problem = problem.with_header(header::WWW_AUTHENTICATE, value);
+        }
+    }
+    if let Some(retry) = gate.headers().get(header::RETRY_AFTER) {
+        problem = problem.with_header(header::RETRY_AFTER, retry.clone());
+    }
+    problem.into_response()
+}
+
+/// `scope="<required>"` becomes `scope="<required> <admin>"`: a client that starts the
+/// OAuth flow from this challenge asks for a token the admin API accepts.
+fn widen_scope_hint(challenge: &str, required: &[String], admin_scope: &str) -> String {
+    let current = format!("scope=\"{}\"", required.join(" "));
+    if required.iter().any(|s| s == admin_scope) || !challenge.contains(&current) {
+        return challenge.to_owned();
+    }
+    let wider =
+        if required.is_empty() { format!("scope=\"{admin_scope}\"") } else { format!("scope=\"{} {admin_scope}\"", required.join(" ")) };
+    challenge.replacen(&current, &wider, 1)
+}
+
+/// `needed` plus the admin scope, unless it is listed already.
+fn with_admin_scope(mut needed: Vec<String>, scope: &str) -> Vec<String> {
+    if !needed.iter().any(|s| s == scope) {
+        needed.push(scope.to_owned());
+    }
+    needed
+}
+
+fn refusal_kind(r: &Refusal) -> &'static str {
+    match r {
+        Refusal::Missing => "missing",
+        Refusal::Malformed(_) => "malformed",
+        Refusal::Invalid(_) => "invalid_token",
+        Refusal::InsufficientScope(_) => "insufficient_scope",
+        Refusal::Unavailable => "unavailable",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_challenge_scope_hint_names_the_admin_scope() {
+        let required = vec!["mcp:tools".to_owned()];
+        let c = r#"Bearer resource_metadata="https://x/.well-known/oauth-protected-resource/mcp", scope="mcp:tools""#;
+        assert_eq!(
+            widen_scope_hint(c, &required, "toolgate:admin"),
+            r#"Bearer resource_metadata="https://x/.well-known/oauth-protected-resource/mcp", scope="mcp:tools toolgate:admin""#
+        );
+        let insufficient = r#"Bearer error="insufficient_scope", scope="mcp:tools toolgate:admin""#;
+        assert_eq!(widen_scope_hint(insufficient, &required, "toolgate:admin"), insufficient, "already widened lists stay");
+    }
+}

@@ -1,0 +1,192 @@
+//! Every admin API error as an RFC 9457 problem document (`application/problem+json`):
+//! `type`, `title`, `status`, `detail`, and for validation errors `errors`, one entry per
+//! field at fault. Handlers return [`Problem`]; nothing else builds error responses.
+
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::tooldef::{DefinitionErrors, FieldError};
+
+/// The media type of problem documents.
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// What went wrong, as a stable identifier (the last part of the `type` URI) and its title.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    MalformedRequest,
+    UnsupportedMediaType,
+    PayloadTooLarge,
+    InvalidDefinition,
+    NameTaken,
+    DefinedElsewhere,
+    CommandToolsDisabled,
+    NotFound,
+    MethodNotAllowed,
+    PreconditionFailed,
+    Unauthorized,
+    InsufficientScope,
+    TooManyRequests,
+    ReloadFailed,
+    Unavailable,
+    Internal,
+}
+
+impl Kind {
+    fn slug(self) -> &'static str {
+        match self {
+            Self::MalformedRequest => "malformed-request",
+            Self::UnsupportedMediaType => "unsupported-media-type",
+            Self::PayloadTooLarge => "payload-too-large",
+            Self::InvalidDefinition => "invalid-definition",
+            Self::NameTaken => "name-taken",
+            Self::DefinedElsewhere => "defined-elsewhere",
+            Self::CommandToolsDisabled => "command-tools-disabled",
+            Self::NotFound => "not-found",
+            Self::MethodNotAllowed => "method-not-allowed",
+            Self::PreconditionFailed => "precondition-failed",
+            Self::Unauthorized => "unauthorized",
+            Self::InsufficientScope => "insufficient-scope",
+            Self::TooManyRequests => "too-many-requests",
+            Self::ReloadFailed => "reload-failed",
+            Self::Unavailable => "unavailable",
+            Self::Internal => "internal",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Self::MalformedRequest => "Malformed request",
+            Self::UnsupportedMediaType => "Unsupported media type",
+            Self::PayloadTooLarge => "Request body too large",
+            Self::InvalidDefinition => "Invalid tool definition",
+            Self::NameTaken => "Tool name already taken",
+            Self::DefinedElsewhere => "Tool defined outside the database",
+            Self::CommandToolsDisabled => "Command tools cannot be managed through the admin API",
+            Self::NotFound => "Not found",
+            Self::MethodNotAllowed => "Method not allowed",
+            Self::PreconditionFailed => "Precondition failed",
+            Self::Unauthorized => "Unauthorized",
+            Self::InsufficientScope => "Insufficient scope",
+            Self::TooManyRequests => "Too many requests",
+            Self::ReloadFailed => "Reload refused",
+            Self::Unavailable => "Service unavailable",
+            Self::Internal => "Internal error",
+        }
+    }
+
+    fn status(self) -> StatusCode {
+        match self {
+            Self::MalformedRequest => StatusCode::BAD_REQUEST,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::InvalidDefinition | Self::ReloadFailed => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::NameTaken | Self::DefinedElsewhere => StatusCode::CONFLICT,
+            Self::CommandToolsDisabled | Self::InsufficientScope => StatusCode::FORBIDDEN,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
+            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+/// One problem document, with the headers that go with it.
+#[derive(Debug)]
+pub struct Problem {
+    kind: Kind,
+    /// Overrides the kind's status (auth refusals keep the status the bearer gate chose).
+    status: Option<StatusCode>,
+    detail: String,
+    errors: Vec<FieldError>,
+    /// Extension members (RFC 9457 §3.2).
+    extra: Map<String, Value>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    #[serde(rename = "type")]
+    type_: String,
+    title: &'static str,
+    status: u16,
+    detail: &'a str,
+    #[serde(skip_serializing_if = "<[FieldError]>::is_empty")]
+    errors: &'a [FieldError],
+    #[serde(flatten)]
+    extra: &'a Map<String, Value>,
+}
+
+impl Problem {
+    pub fn new(kind: Kind, detail: impl Into<String>) -> Self {
+        Self { kind, status: None, detail: detail.into(), errors: Vec::new(), extra: Map::new(), headers: Vec::new() }
+    }
+
+    /// A definition refused by the compiler: one entry per field, paths from the definition's root.
+    pub fn invalid_definition(errors: &DefinitionErrors) -> Self {
+        let mut fields: Vec<FieldError> = errors.tools.iter().flat_map(|t| t.errors.iter().cloned()).collect();
+        if let Some(general) = &errors.general {
+            fields.insert(0, FieldError::new("definition", general.clone()));
+        }
+        let detail = match fields.len() {
+            1 => "the definition has 1 problem; nothing was changed".to_owned(),
+            n => format!("the definition has {n} problems; nothing was changed"),
+        };
+        Self::new(Kind::InvalidDefinition, detail).with_errors(fields)
+    }
+
+    /// A database failure: logged here with its cause, answered without it.
+    pub fn database(e: &impl std::fmt::Display) -> Self {
+        tracing::error!(error = %e, "admin API: database error");
+        Self::new(Kind::Unavailable, "the database cannot be used right now; retry shortly (the server logged the cause)")
+            .with_header(header::RETRY_AFTER, HeaderValue::from_static("5"))
+    }
+
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(Kind::NotFound, detail)
+    }
+
+    pub fn with_errors(mut self, errors: Vec<FieldError>) -> Self {
+        self.errors = errors;
+        self
+    }
+
+    pub fn with_status(mut self, status: StatusCode) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
+    }
+
+    pub fn with_member(mut self, name: &str, value: Value) -> Self {
+        self.extra.insert(name.to_owned(), value);
+        self
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let status = self.status.unwrap_or_else(|| self.kind.status());
+        let doc = Document {
+            type_: format!("urn:toolgate:problem:{}", self.kind.slug()),
+            title: self.kind.title(),
+            status: status.as_u16(),
+            detail: &self.detail,
+            errors: &self.errors,
+            extra: &self.extra,
+        };
+        let body = serde_json::to_string(&doc).unwrap_or_else(|_| format!(r#"{{"title":"Internal error","status":{}}}"#, status.as_u16()));
+        let mut res = (status, [(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON))], body).into_response();
+        for (name, value) in self.headers {
+            res.headers_mut().append(name, value);
+        }
+        res
+    }
+}
