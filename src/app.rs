@@ -259,7 +259,11 @@ fn spawn_background(state: &AppState) {
     }
     state.definitions.spawn_watchers(state.shutdown.clone());
     if let Some(limiter) = &state.limiter {
-        tokio::spawn(apply_tool_limits(state.server.clone(), limiter.clone(), state.shutdown.clone()));
+        // Subscribed and applied once before serving, so the first request already meets the
+        // definitions' own rates; the task then follows every change.
+        let rx = state.server.bus.subscribe();
+        configure_tool_limits(&state.server, limiter.as_ref());
+        tokio::spawn(apply_tool_limits(state.server.clone(), limiter.clone(), rx, state.shutdown.clone()));
         crate::limits::spawn_housekeeping(limiter.clone(), state.settings.limits.housekeeping_interval(), state.shutdown.clone());
     }
     if let Some(verifier) = state.auth.as_ref().and_then(|a| a.verifier()) {
@@ -285,21 +289,28 @@ fn spawn_background(state: &AppState) {
 }
 
 /// Keeps the limiter's per-tool rules in step with the rates tool definitions carry.
-async fn apply_tool_limits(server: Arc<McpServer>, limiter: Arc<dyn crate::limits::Limiter>, stop: CancellationToken) {
-    let mut rx = server.bus.subscribe();
+fn configure_tool_limits(server: &McpServer, limiter: &dyn crate::limits::Limiter) {
+    let rates = server.tools.snapshot().iter().filter_map(|t| Some((t.name().to_owned(), t.tool.rate_limit.clone()?))).collect();
+    limiter.configure_tools(&rates);
+}
+
+async fn apply_tool_limits(
+    server: Arc<McpServer>,
+    limiter: Arc<dyn crate::limits::Limiter>,
+    mut rx: tokio::sync::broadcast::Receiver<crate::bus::Change>,
+    stop: CancellationToken,
+) {
     loop {
-        let rates = server.tools.snapshot().iter().filter_map(|t| Some((t.name().to_owned(), t.tool.rate_limit.clone()?))).collect();
-        limiter.configure_tools(&rates);
-        loop {
-            let change = tokio::select! {
-                change = rx.recv() => change,
-                () = stop.cancelled() => return,
-            };
-            match change {
-                Ok(crate::bus::Change::ToolsListChanged) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
-                Ok(_) => {}
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        let change = tokio::select! {
+            change = rx.recv() => change,
+            () = stop.cancelled() => return,
+        };
+        match change {
+            Ok(crate::bus::Change::ToolsListChanged) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                configure_tool_limits(&server, limiter.as_ref());
             }
+            Ok(_) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
     }
 }
