@@ -245,6 +245,16 @@ async fn audit_command(settings: &Settings, store: &toolgate::store::Store, comm
     Ok(())
 }
 
+/// The names of the tools the enabled packs serve.
+fn code_tools(settings: &Settings) -> anyhow::Result<Vec<String>> {
+    let server = std::sync::Arc::new(toolgate::server::McpServer::new(
+        std::sync::Arc::new(settings.clone()),
+        std::sync::Arc::new(toolgate::bus::LocalBus::default()),
+    ));
+    toolgate::packs::install(&server, &settings.tools).map_err(anyhow::Error::msg)?;
+    Ok(server.tools.snapshot().iter().map(|t| t.name().to_owned()).collect())
+}
+
 async fn tools_command(settings: Settings, command: ToolsCommand) -> anyhow::Result<()> {
     use std::io::Write as _;
     use toolgate::tool::Origin;
@@ -256,6 +266,15 @@ async fn tools_command(settings: Settings, command: ToolsCommand) -> anyhow::Res
             let raws = read_path(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
             let compiled = compile_all(&raws, &settings, Origin::File, &path.display().to_string())
                 .map_err(|e| anyhow::anyhow!("invalid tool definitions:\n{e}"))?;
+            // A name a built-in pack already serves would make the server refuse the file.
+            let packs = code_tools(&settings)?;
+            let taken: Vec<&str> = compiled.iter().map(|c| c.name.as_str()).filter(|n| packs.contains(&(*n).to_owned())).collect();
+            anyhow::ensure!(
+                taken.is_empty(),
+                "{}: {} already served by a built-in pack; rename the definition or switch the pack off ([tools.packs])",
+                path.display(),
+                taken.join(", ")
+            );
             let names: Vec<&str> = compiled.iter().map(|c| c.name.as_str()).collect();
             let _ = writeln!(out, "{}: {} valid tool definitions: {}", path.display(), compiled.len(), names.join(", "));
             Ok(())

@@ -40,6 +40,8 @@ fi
 if [ "$quick" = 1 ]; then
   step "--quick: end-to-end tests skipped"
 else
+  step "tests/deploy_check.sh (Dockerfile, compose, Kubernetes, Prometheus, Grafana, nginx)"
+  tests/deploy_check.sh
   step "tests/openapi_check.sh (admin API description)"
   tests/openapi_check.sh
   step "tests/e2e/setup.sh"
