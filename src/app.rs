@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
-use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
@@ -23,6 +22,8 @@ use crate::auth::jwt::JwtVerifier;
 use crate::auth::metadata;
 use crate::auth::settings::AuthMode;
 use crate::bus::{EventBus, LocalBus};
+use crate::cluster::pg::PgCluster;
+use crate::cluster::{Cluster, Standalone};
 use crate::config::Settings;
 use crate::server::McpServer;
 use crate::session::SessionStore;
@@ -44,8 +45,12 @@ pub struct Shared {
     pub sessions: Arc<SessionStore>,
     pub listeners: Arc<Listeners>,
     pub settings: Arc<Settings>,
-    /// Cancelled when the server starts shutting down.
+    /// Cancelled when the server starts shutting down: readiness turns 503 and notification
+    /// streams end (the sequence is in [`crate::shutdown`]).
     pub shutdown: CancellationToken,
+    /// Cancelled when the drain delay after the shutdown signal is over: the listener stops
+    /// accepting and requests still arriving get 503.
+    pub closing: CancellationToken,
     /// The bearer gate; `None` when `auth.mode = "off"`.
     pub auth: Option<Arc<Authenticator>>,
     /// Rate limits; `None` when `limits.enabled = false`.
@@ -56,6 +61,10 @@ pub struct Shared {
     pub store: Store,
     /// The declarative tools' sources (tools file, database).
     pub definitions: Arc<Definitions>,
+    /// The other replicas (Postgres LISTEN/NOTIFY), or nobody on a single node.
+    pub cluster: Arc<dyn Cluster>,
+    /// The process-wide Prometheus recorder, rendered by `/metrics` on the admin listener.
+    pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
 
 impl std::fmt::Debug for Shared {
@@ -79,6 +88,8 @@ impl std::ops::Deref for AppState {
 impl AppState {
     /// State with an in-process event bus and the configured tool packs.
     pub async fn new(mut settings: Settings) -> anyhow::Result<Self> {
+        // First: anything recorded before the recorder exists is lost.
+        let metrics = crate::metrics::install();
         let dev_key = match settings.auth.mode {
             AuthMode::Dev => {
                 if settings.auth.resource.is_none() {
@@ -139,8 +150,10 @@ impl AppState {
         // the previous tools instead.
         let definitions = Arc::new(Definitions::new(settings.clone(), server.clone(), Some(store.clone())));
         definitions.load_initial().await?;
+        let shutdown = CancellationToken::new();
+        let cluster = start_cluster(&settings, &store, shutdown.clone()).await?;
         let limiter: Option<Arc<dyn crate::limits::Limiter>> = if settings.limits.enabled {
-            Some(Arc::new(crate::limits::LocalLimiter::new(&settings.limits).map_err(|e| anyhow::anyhow!("invalid [limits]: {e}"))?))
+            Some(crate::limits::build(&settings.limits).await.map_err(|e| anyhow::anyhow!("invalid [limits]: {e}"))?)
         } else {
             None
         };
@@ -150,11 +163,14 @@ impl AppState {
             audit,
             store,
             definitions,
+            cluster,
+            metrics,
             sessions: Arc::new(SessionStore::new(settings.sessions.clone(), settings.sse.replay_events)),
             listeners: Arc::new(Listeners::default()),
             server,
             settings,
-            shutdown: CancellationToken::new(),
+            shutdown,
+            closing: CancellationToken::new(),
         })))
     }
 }
@@ -178,6 +194,8 @@ pub fn router(state: AppState) -> Router {
     let mcp = mcp
         .layer(
             ServiceBuilder::new()
+                // After the drain delay of a shutdown: 503 before any other work.
+                .layer(axum::middleware::from_fn_with_state(state.clone(), crate::shutdown::refuse_when_closing))
                 .layer(axum::middleware::from_fn_with_state(host_guard.clone(), guard::check))
                 .layer(cors_layer(host_guard))
                 .layer(axum::middleware::from_fn_with_state(state.clone(), bearer::require)),
@@ -196,7 +214,11 @@ pub fn router(state: AppState) -> Router {
             .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
             .layer(SetRequestIdLayer::x_request_id(RequestIds::new()))
             .layer(PropagateRequestIdLayer::x_request_id())
-            .layer(TraceLayer::new_for_http())
+            // The request's span (request id, trace id); TraceLayer logs the response in it.
+            .layer(crate::telemetry::http::RequestSpanLayer)
+            .layer(TraceLayer::new_for_http().make_span_with(crate::telemetry::http::current_span))
+            // Inside the trace span and outside the panic catcher, so a panic counts as its 500.
+            .layer(crate::metrics::http::HttpMetricsLayer)
             .layer(CatchPanicLayer::custom(|_| {
                 crate::transport::headers::transport_error(
                     axum::http::StatusCode::INTERNAL_SERVER_ERROR,
@@ -258,6 +280,7 @@ fn spawn_background(state: &AppState) {
         tokio::spawn(audit_registry_changes(state.server.bus.clone(), audit.clone(), state.shutdown.clone()));
     }
     state.definitions.spawn_watchers(state.shutdown.clone());
+    tokio::spawn(follow_cluster(state.cluster.subscribe(), state.definitions.clone(), state.server.clone(), state.shutdown.clone()));
     if let Some(limiter) = &state.limiter {
         // Subscribed and applied once before serving, so the first request already meets the
         // definitions' own rates; the task then follows every change.
@@ -286,6 +309,59 @@ fn spawn_background(state: &AppState) {
             }
         }
     });
+}
+
+/// The cluster channel when the store is Postgres (every replica shares it), else none.
+async fn start_cluster(settings: &Settings, store: &Store, stop: CancellationToken) -> anyhow::Result<Arc<dyn Cluster>> {
+    let replica = crate::cluster::instance_id(&settings.audit.resolved_replica_id());
+    match store.backend() {
+        crate::store::Backend::Postgres(pool) => {
+            let cluster = PgCluster::start(pool.clone(), replica.clone(), "toolgate_cluster".to_owned(), stop)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen for cluster events on Postgres: {e}"))?;
+            tracing::info!(%replica, "cluster events over Postgres LISTEN/NOTIFY");
+            Ok(cluster)
+        }
+        crate::store::Backend::Sqlite(_) => Ok(Standalone::new(replica)),
+    }
+}
+
+/// Applies what other replicas report: stored definitions changed → reload them (only real
+/// differences are announced); the channel was lost and is back → reload and announce a
+/// change regardless, since a change may have been missed (over-notify rather than miss).
+/// Bursts are coalesced: one reload per quiet period.
+async fn follow_cluster(
+    mut rx: tokio::sync::broadcast::Receiver<crate::cluster::ClusterEvent>,
+    definitions: Arc<Definitions>,
+    server: Arc<McpServer>,
+    stop: CancellationToken,
+) {
+    use crate::cluster::ClusterEvent;
+    use tokio::sync::broadcast::error::RecvError;
+    const COALESCE: Duration = Duration::from_millis(20);
+    let is_resync = |e: &Result<ClusterEvent, RecvError>| matches!(e, Ok(ClusterEvent::Resync) | Err(RecvError::Lagged(_)));
+    loop {
+        let first = tokio::select! {
+            event = rx.recv() => event,
+            () = stop.cancelled() => return,
+        };
+        if matches!(first, Err(RecvError::Closed)) {
+            return;
+        }
+        let mut resync = is_resync(&first);
+        if !resync && !matches!(first, Ok(ClusterEvent::ToolDefinitionsChanged)) {
+            continue;
+        }
+        // Whatever else arrives within the quiet period joins the same reload.
+        let until = tokio::time::Instant::now() + COALESCE;
+        while let Ok(next) = tokio::time::timeout_at(until, rx.recv()).await {
+            resync |= is_resync(&next);
+        }
+        let _ = definitions.reload_database().await;
+        if resync {
+            server.bus.publish(crate::bus::Change::ToolsListChanged);
+        }
+    }
 }
 
 /// Keeps the limiter's per-tool rules in step with the rates tool definitions carry.
@@ -361,39 +437,7 @@ pub async fn start(state: AppState, bind: SocketAddr) -> std::io::Result<Running
     let admin_addr = if state.settings.admin.enabled { Some(start_admin(&state).await?) } else { None };
     spawn_background(&state);
     let app = router(state.clone());
-    let stop = state.shutdown.clone();
-    let sessions = state.sessions.clone();
-    let grace = Duration::from_secs(state.settings.server.shutdown_grace_secs);
-    let stop_wait = state.shutdown.clone();
-    let audit = state.audit.clone();
-    let handle = tokio::spawn(async move {
-        let shutdown = async move {
-            stop.cancelled().await;
-            // End legacy streams (each gets a `retry` hint) so connections can drain;
-            // modern listen streams end on the same token with their closing result.
-            sessions.close_all();
-        };
-        // Small JSON-RPC answers must not wait for Nagle's algorithm (measured: p99 3.6 ms
-        // instead of ~0.1 ms at one connection without this).
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-            }
-        });
-        let serve = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(shutdown);
-        let served = tokio::select! {
-            r = serve => r,
-            () = async move { stop_wait.cancelled().await; tokio::time::sleep(grace).await } => {
-                tracing::warn!(grace_secs = grace.as_secs(), "connections still open after the grace period; exiting anyway");
-                Ok(())
-            }
-        };
-        // Every record reaches the database or the fsynced spool before the process ends.
-        if let Some(audit) = audit {
-            audit.shutdown(Duration::from_secs(10)).await;
-        }
-        served
-    });
+    let handle = tokio::spawn(crate::shutdown::serve(listener, app, state.clone()));
     tracing::info!(%addr, "toolgate listening");
     Ok(Running { addr, admin_addr, state, handle })
 }
@@ -402,12 +446,14 @@ pub async fn start(state: AppState, bind: SocketAddr) -> std::io::Result<Running
 async fn start_admin(state: &AppState) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(state.settings.admin.bind).await?;
     let addr = listener.local_addr()?;
-    let app = crate::admin::router(state.clone()).layer(
+    // `/metrics` is not behind the admin gate: Prometheus scrapes it, and this port is private.
+    let app = crate::admin::router(state.clone()).merge(crate::metrics::router(state.clone())).layer(
         ServiceBuilder::new()
             .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))
             .layer(SetRequestIdLayer::x_request_id(RequestIds::new()))
             .layer(PropagateRequestIdLayer::x_request_id())
-            .layer(TraceLayer::new_for_http()),
+            .layer(crate::telemetry::http::RequestSpanLayer)
+            .layer(TraceLayer::new_for_http().make_span_with(crate::telemetry::http::current_span)),
     );
     let stop = state.shutdown.clone();
     tokio::spawn(async move {

@@ -42,8 +42,13 @@ pub struct ServerSettings {
     /// Name and version announced to clients.
     pub name: String,
     pub instructions: Option<String>,
-    /// How long in-flight work may take to finish after a shutdown signal.
+    /// How long in-flight work may take to finish after a shutdown signal; calls still
+    /// running near its end are stopped, so the process exits within it (plus the audit flush).
     pub shutdown_grace_secs: u64,
+    /// After a shutdown signal, how long the listener keeps accepting connections while
+    /// readiness already reports 503 (so load balancers stop routing here first). Must be
+    /// shorter than the grace period.
+    pub drain_delay_ms: u64,
     /// Secret that signs MRTR `requestState`. Unset: a random per-process key (state then
     /// does not survive a restart; set the same value on every replica).
     pub state_secret: Option<Secret>,
@@ -61,6 +66,7 @@ impl Default for ServerSettings {
             name: "toolgate".into(),
             instructions: None,
             shutdown_grace_secs: 20,
+            drain_delay_ms: 2_000,
             state_secret: None,
         }
     }
@@ -96,11 +102,15 @@ pub struct SessionSettings {
     pub max_sessions: usize,
     /// How long a tool waits for the client to answer a server-to-client request.
     pub client_request_timeout_secs: u64,
+    /// Key that signs session ids. With several replicas (Postgres storage) set the same
+    /// value on every one, so a session created through one is accepted by all. Unset: a
+    /// random per-process key (sessions then end with the process, as on a single node).
+    pub secret: Option<Secret>,
 }
 
 impl Default for SessionSettings {
     fn default() -> Self {
-        Self { idle_timeout_secs: 30 * 60, max_sessions: 100_000, client_request_timeout_secs: 300 }
+        Self { idle_timeout_secs: 30 * 60, max_sessions: 100_000, client_request_timeout_secs: 300, secret: None }
     }
 }
 
@@ -192,11 +202,32 @@ pub struct LogSettings {
     pub format: LogFormat,
     /// A tracing `EnvFilter` directive; `RUST_LOG` overrides it.
     pub filter: String,
+    /// OpenTelemetry trace export (builds with the `otel` feature).
+    pub otlp: OtlpSettings,
 }
 
 impl Default for LogSettings {
     fn default() -> Self {
-        Self { format: LogFormat::Pretty, filter: "info,toolgate=info".into() }
+        Self { format: LogFormat::Pretty, filter: "info,toolgate=info".into(), otlp: OtlpSettings::default() }
+    }
+}
+
+/// `[log.otlp]`: where traces go. Unset endpoint: no export.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OtlpSettings {
+    /// The collector's OTLP/HTTP base URL, e.g. `http://otel-collector:4318` (`/v1/traces` is
+    /// appended unless present).
+    pub endpoint: Option<String>,
+    /// `service.name` of the exported spans.
+    pub service_name: String,
+    /// Share of new traces exported, 0.0–1.0; a caller's `traceparent` decides for its own.
+    pub sample_ratio: f64,
+}
+
+impl Default for OtlpSettings {
+    fn default() -> Self {
+        Self { endpoint: None, service_name: "toolgate".into(), sample_ratio: 1.0 }
     }
 }
 
@@ -264,6 +295,17 @@ impl Settings {
         if self.tools.command.max_output_bytes < 1024 {
             return invalid("tools.command.max_output_bytes", "must be at least 1024");
         }
+        if self.server.drain_delay_ms > 0 && self.server.drain_delay_ms >= self.server.shutdown_grace_secs.saturating_mul(1000) {
+            return invalid("server.drain_delay_ms", "must be shorter than server.shutdown_grace_secs (or 0)");
+        }
+        if !(0.0..=1.0).contains(&self.log.otlp.sample_ratio) {
+            return invalid("log.otlp.sample_ratio", "must be between 0.0 and 1.0");
+        }
+        if let Some(endpoint) = &self.log.otlp.endpoint
+            && !url::Url::parse(endpoint).is_ok_and(|u| matches!(u.scheme(), "http" | "https"))
+        {
+            return invalid("log.otlp.endpoint", "must be an http:// or https:// URL, e.g. http://otel-collector:4318");
+        }
         if self.tools.default_timeout_secs == 0 {
             return invalid("tools.default_timeout_secs", "must be at least 1");
         }
@@ -294,6 +336,16 @@ impl Settings {
 
     pub fn keep_alive(&self) -> Duration {
         Duration::from_secs(self.sse.keep_alive_secs)
+    }
+
+    /// The shutdown grace period.
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.server.shutdown_grace_secs)
+    }
+
+    /// The drain delay, at most half the grace period (settings built in code skip `validate`).
+    pub fn drain_delay(&self) -> Duration {
+        Duration::from_millis(self.server.drain_delay_ms).min(self.shutdown_grace() / 2)
     }
 }
 

@@ -213,13 +213,16 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Serve { config } => {
             let settings = Settings::load(config.as_deref())?;
-            toolgate::telemetry::init(&settings.log);
+            let telemetry = toolgate::telemetry::init(&settings.log);
             let bind = settings.server.bind;
             let state = AppState::new(settings).await?;
             let running = app::start(state.clone(), bind).await?;
             wait_for_signal().await;
-            tracing::info!("shutting down");
-            running.stop().await?;
+            tracing::info!("shutdown signal received");
+            let stopped = running.stop().await;
+            // Last: the spans of the shutdown itself are exported too.
+            let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+            stopped?;
             Ok(())
         }
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use governor::clock::FakeRelativeClock;
 use toolgate::auth::principal::Principal;
-use toolgate::limits::{ClientKey, LimitSettings, Limiter, LocalLimiter, Reason, ToolLimit};
+use toolgate::limits::{Check, ClientKey, LimitSettings, Limiter, LocalLimiter, Reason, ToolLimit};
 
 const NS: Duration = Duration::from_nanos(1);
 
@@ -46,7 +46,7 @@ fn principal(issuer: &str, subject: &str, client_id: Option<&str>, scope: &str, 
     }
 }
 
-fn exhaust_requests(lim: &dyn Limiter, key: &ClientKey, burst: u32) {
+fn exhaust_requests(lim: &LocalLimiter<FakeRelativeClock>, key: &ClientKey, burst: u32) {
     for i in 0..burst {
         assert!(lim.check_request(key).is_ok(), "request {i} of the burst is admitted");
     }
@@ -315,6 +315,8 @@ fn concurrent_callers_never_exceed_the_burst_or_the_key_cap() {
 fn the_trait_object_is_the_seam() {
     let (lim, _clock) = limiter(&settings());
     let lim: Arc<dyn Limiter> = Arc::new(lim);
-    assert!(lim.check_request(&ClientKey::from_ip(ip("192.0.2.1"))).is_ok());
-    assert_eq!(lim.tracked_keys(), 1);
+    let key = ClientKey::from_ip(ip("192.0.2.1"));
+    assert!(matches!(lim.check(&key, None), Check::Ready(Ok(()))), "the local limiter decides inline");
+    assert!(matches!(lim.check(&key, Some("echo")), Check::Ready(Ok(()))));
+    assert_eq!(lim.tracked_keys(), 2, "the client's request and shared tool buckets");
 }

@@ -26,6 +26,9 @@ cargo fmt --all --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --locked --all-targets -- -D warnings
 
+step "tests/otel_check.sh (the otel feature: clippy and its tests)"
+tests/otel_check.sh
+
 if cargo nextest --version >/dev/null 2>&1; then
   step "cargo nextest run"
   cargo nextest run --locked --no-fail-fast

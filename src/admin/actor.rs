@@ -44,9 +44,10 @@ impl Actor {
     /// `notifications/tools/list_changed` goes out) and writes an `admin_change` audit record.
     /// `detail` names the tool and revision, never a definition's contents.
     pub async fn changed(&self, app: &AppState, tool: &str, detail: String) {
-        // Only this replica's registry reloads here. With several replicas, the event bus
-        // should carry a "definitions changed" event from this point so every replica calls
-        // `reload_database` (until then they catch up on restart or `POST /admin/reload`).
+        // This replica reloads now, so the answer reflects the change; every other replica
+        // hears of it over the cluster channel and reloads too (sent after the commit, so
+        // they read the new rows).
+        app.cluster.publish(crate::cluster::ClusterEvent::ToolDefinitionsChanged);
         if let Err(e) = app.definitions.reload_database().await {
             // The write stands; `GET /admin/sources` shows the error and `served` is false.
             tracing::error!(tool, problems = e.count(), "the database tools were not reloaded after an admin change:\n{e}");

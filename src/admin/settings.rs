@@ -4,11 +4,11 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
-/// The admin listener: the admin API (and, later, metrics).
+/// The admin listener: the admin API and Prometheus metrics.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AdminSettings {
-    /// Serve the admin listener at all.
+    /// Serve the admin listener (admin API and Prometheus `/metrics`) at all.
     pub enabled: bool,
     /// Its address; keep it private (loopback, or a port the load balancer does not expose).
     pub bind: SocketAddr,

@@ -163,7 +163,13 @@ impl Writer {
 
     async fn insert(&mut self, records: &[AuditRecord], probe: bool) -> bool {
         let Some(budget) = self.budget(probe) else { return false };
-        match tokio::time::timeout(budget, db::insert_batch(&self.shared.store, records)).await {
+        let started = Instant::now();
+        let span = tracing::info_span!("audit.write", records = records.len(), replay = probe);
+        let write = tracing::Instrument::instrument(db::insert_batch(&self.shared.store, records), span);
+        let inserted = tokio::time::timeout(budget, write).await;
+        let written = matches!(inserted, Ok(Ok(_))).then_some(records.len());
+        crate::metrics::record::audit_batch(started.elapsed(), written);
+        match inserted {
             Ok(Ok(_)) => {
                 self.shared.counters.written.fetch_add(records.len() as u64, Ordering::Relaxed);
                 if self.db_down {
@@ -249,6 +255,7 @@ impl Writer {
         if self.insert(&batch, true).await {
             replay.confirm();
             self.shared.counters.replayed.fetch_add(batch.len() as u64, Ordering::Relaxed);
+            crate::metrics::record::audit_replayed(batch.len());
         }
         self.replay = Some(replay);
     }

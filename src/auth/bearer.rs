@@ -202,14 +202,21 @@ pub async fn require(State(app): State<AppState>, mut request: Request, next: Ne
         && let Err(rejection) = limiter.check_auth_failure_allowed(ip)
     {
         tracing::info!(%ip, "request refused: too many failed authentication attempts");
+        crate::metrics::record::rate_limited(rejection.reason);
         return rejection.http_response(None);
     }
-    match auth.authenticate(request.headers()).await {
+    // The span records the verdict only: never the token.
+    let span = tracing::info_span!("auth", outcome = tracing::field::Empty);
+    let verdict = tracing::Instrument::instrument(auth.authenticate(request.headers()), span.clone()).await;
+    span.record("outcome", if verdict.is_ok() { "ok" } else { "refused" });
+    match verdict {
         Ok(principal) => {
+            crate::metrics::record::auth_ok();
             request.extensions_mut().insert(Arc::new(principal));
             next.run(request).await
         }
         Err(refusal) => {
+            crate::metrics::record::auth_refused(&refusal);
             if let (Some(limiter), Some(ip), Refusal::Invalid(_) | Refusal::Malformed(_)) = (&app.limiter, ip, &refusal) {
                 limiter.record_auth_failure(ip);
             }
@@ -225,6 +232,9 @@ pub async fn require(State(app): State<AppState>, mut request: Request, next: Ne
                 }
                 if let Some(id) = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()) {
                     record = record.with_request_id(id);
+                }
+                if let Some(trace) = request.extensions().get::<crate::telemetry::TraceContext>() {
+                    record = record.with_trace_id(trace.trace_id_hex().to_string());
                 }
                 // Off the request path: a flood of bad tokens must stay cheap to refuse.
                 let audit = audit.clone();

@@ -17,6 +17,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::principal::{Principal, TokenError};
 use crate::config::Secret;
+use crate::metrics::record::{Introspection, introspection_cache, introspection_request};
 
 /// `[auth.introspection]`.
 #[derive(Clone, Debug, Deserialize)]
@@ -132,16 +133,21 @@ impl Introspector {
         if let Some(hit) = self.cache.get(&key)
             && hit.until > SystemTime::now()
         {
+            introspection_cache(true);
             return Ok(hit.principal.clone());
         }
+        introspection_cache(false);
         let access = AccessToken::new(token.to_owned());
         let response = self.client.introspect(&access).request_async(&self.http).await.map_err(|e| {
+            introspection_request(Introspection::Error);
             // The endpoint's own failure, not the token's: the caller answers 503.
             TokenError::Unavailable(format!("introspection failed: {}", error_kind(&e)))
         })?;
         if !response.active() {
+            introspection_request(Introspection::Inactive);
             return Err(TokenError::Invalid("token is not active".into()));
         }
+        introspection_request(Introspection::Active);
         if let Some(iss) = response.iss()
             && iss != self.issuer
         {

@@ -257,6 +257,7 @@ impl JwksSource {
             Ok(result) => result,
             Err(_) => Err(format!("no answer within {} s", REFRESH_DEADLINE.as_secs())),
         };
+        crate::metrics::record::jwks_refresh(fetched.is_ok());
         match fetched {
             Ok(keys) => {
                 state.last_ok = true;

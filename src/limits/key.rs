@@ -56,6 +56,33 @@ impl ClientKey {
     }
 }
 
+impl ClientKey {
+    /// A stable, opaque name for the key in a store shared by replicas (Redis key names):
+    /// 32 hex digits. The principal's digest as is; an address is digested too, so no client
+    /// address is stored in clear outside the process.
+    pub fn shared_id(&self) -> String {
+        use std::fmt::Write as _;
+        let digest: [u8; 16] = match &self.0 {
+            Repr::Principal(d) => *d,
+            Repr::Ip(ip) => {
+                let mut hasher = Sha256::new();
+                hasher.update(b"toolgate/limits/v1/ip");
+                match ip {
+                    IpAddr::V4(v4) => hasher.update(v4.octets()),
+                    IpAddr::V6(v6) => hasher.update(v6.octets()),
+                }
+                let mut out = [0u8; 16];
+                out.copy_from_slice(&hasher.finalize()[..16]);
+                out
+            }
+        };
+        digest.iter().fold(String::with_capacity(32), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+    }
+}
+
 impl fmt::Debug for ClientKey {
     /// Short and free of personal data: a digest prefix or the (prefix of the) address.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

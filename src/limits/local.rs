@@ -1,8 +1,8 @@
 //! [`LocalLimiter`]: the in-process [`Limiter`], governor GCRA limiters over capped key tables.
 //!
 //! Counts are per replica: with N replicas behind a load balancer a client gets up to N times
-//! each limit. Divide the settings by the replica count if that matters, or put a shared-store
-//! implementation of [`Limiter`] in its place.
+//! each limit. For quotas that hold across replicas use `backend = "redis"`
+//! ([`ClusterLimiter`](super::ClusterLimiter)), which keeps this limiter in front.
 
 use std::collections::HashMap;
 
@@ -17,11 +17,11 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{NotUntil, Quota, RateLimiter};
 
-use super::Limiter;
 use super::key::ClientKey;
 use super::rejection::{Reason, Rejection};
 use super::settings::{LimitSettings, ToolLimit, nz};
 use super::store::{CappedStore, Lookup, Overflow};
+use super::{Check, Limiter};
 
 type Keyed<C> = RateLimiter<Lookup<ClientKey>, CappedStore<ClientKey>, C, NoOpMiddleware<<C as Clock>::Instant>>;
 type Direct<C> = RateLimiter<NotKeyed, InMemoryState, C, NoOpMiddleware<<C as Clock>::Instant>>;
@@ -133,16 +133,21 @@ where
     fn rejection(&self, not_until: &NotUntil<C::Instant>, reason: Reason) -> Rejection {
         Rejection::new(not_until.wait_time_from(self.clock.now()), reason)
     }
-}
 
-impl<C> Limiter for LocalLimiter<C>
-where
-    C: Clock + Clone + Send + Sync,
-    C::Instant: Send + Sync,
-{
-    /// Charges the client first and the global ceiling second, so a client already over its
-    /// own limit cannot drain the shared ceiling for everyone else.
-    fn check_request(&self, key: &ClientKey) -> Result<(), Rejection> {
+    /// How a call of `tool` is charged under the current rules: its own bucket's quota
+    /// (`None`: the shared tool budget) and its cost. The cluster tier charges by this, so
+    /// both tiers always apply the same rule.
+    pub(crate) fn tool_charge(&self, tool: &str) -> (Option<Quota>, NonZeroU32) {
+        match self.tools.load().get(tool).map(AsRef::as_ref) {
+            Some(ToolRule { own, cost, .. }) => (own.as_ref().map(|t| t.quota), *cost),
+            None => (None, NonZeroU32::MIN),
+        }
+    }
+
+    /// Charges one request to `key`: the client first and the global ceiling second, so a
+    /// client already over its own limit cannot drain the shared ceiling for everyone else.
+    /// The synchronous half of [`Limiter::check`].
+    pub fn check_request(&self, key: &ClientKey) -> Result<(), Rejection> {
         if !self.enabled {
             return Ok(());
         }
@@ -150,7 +155,8 @@ where
         self.global.check().map_err(|nu| self.rejection(&nu, Reason::Global))
     }
 
-    fn check_tool(&self, key: &ClientKey, tool: &str) -> Result<(), Rejection> {
+    /// Charges a call of `tool` to `key` (the other half of [`Limiter::check`]).
+    pub fn check_tool(&self, key: &ClientKey, tool: &str) -> Result<(), Rejection> {
         if !self.enabled {
             return Ok(());
         }
@@ -172,6 +178,17 @@ where
                 Err(Rejection::new(table.quota.burst_size_replenished_in(), Reason::Tool))
             }
         }
+    }
+}
+
+impl<C> Limiter for LocalLimiter<C>
+where
+    C: Clock + Clone + Send + Sync,
+    C::Instant: Send + Sync,
+{
+    /// Always `Ready`: decided inline, nothing allocated.
+    fn check(&self, key: &ClientKey, tool: Option<&str>) -> Check {
+        Check::Ready(self.check_request(key).and_then(|()| tool.map_or(Ok(()), |tool| self.check_tool(key, tool))))
     }
 
     /// A dry run on the failure table: exact (same GCRA state that `record_auth_failure`

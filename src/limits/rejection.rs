@@ -23,6 +23,9 @@ pub enum Reason {
     Global,
     /// Too many failed authentication attempts from the client's address.
     AuthFailures,
+    /// The shared store of `backend = "redis"` is unreachable and `on_error = "closed"`: not
+    /// a quota, so it is answered with 503, not 429.
+    BackendUnavailable,
 }
 
 impl Reason {
@@ -32,6 +35,7 @@ impl Reason {
             Self::Tool => "tool",
             Self::Global => "global",
             Self::AuthFailures => "auth_failures",
+            Self::BackendUnavailable => "backend_unavailable",
         }
     }
 
@@ -41,6 +45,7 @@ impl Reason {
             Self::Tool => "the per-client limit for this tool",
             Self::Global => "the server-wide request limit",
             Self::AuthFailures => "the limit on failed authentication attempts from this address",
+            Self::BackendUnavailable => "the shared rate-limit store is unreachable",
         }
     }
 }
@@ -67,6 +72,15 @@ impl Rejection {
         Self { retry_after, reason }
     }
 
+    /// The HTTP status: [`HTTP_STATUS`](Self::HTTP_STATUS) (429) for a limit, 503 when
+    /// limits cannot be checked at all ([`Reason::BackendUnavailable`]).
+    pub fn status(&self) -> StatusCode {
+        match self.reason {
+            Reason::BackendUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            _ => Self::HTTP_STATUS,
+        }
+    }
+
     /// `Retry-After` in whole seconds, rounded up and at least 1: the header has no fractions,
     /// and 0 would invite an immediate retry that is bound to be refused again.
     pub fn retry_after_secs(&self) -> u64 {
@@ -86,9 +100,14 @@ impl Rejection {
     }
 
     /// The JSON-RPC error object: `{"code": -32000, "message": "...", "data": {"retryAfterMs":
-    /// ..., "limit": "client" | "tool" | "global" | "auth_failures"}}`.
+    /// ..., "limit": "client" | "tool" | "global" | "auth_failures" | "backend_unavailable"}}`.
     pub fn rpc_error(&self) -> RpcError {
-        let message = format!("Rate limit exceeded: {}; retry after {} s", self.reason.describe(), self.retry_after_secs());
+        let message = match self.reason {
+            Reason::BackendUnavailable => {
+                format!("Service unavailable: {}; retry after {} s", self.reason.describe(), self.retry_after_secs())
+            }
+            _ => format!("Rate limit exceeded: {}; retry after {} s", self.reason.describe(), self.retry_after_secs()),
+        };
         RpcError::new(Self::JSONRPC_CODE, message)
             .with_data(json!({ "retryAfterMs": self.retry_after_ms(), "limit": self.reason.as_str() }))
     }
@@ -100,10 +119,11 @@ impl Rejection {
         jsonrpc::error_message(id, &self.rpc_error())
     }
 
-    /// The whole HTTP 429 response: status, `Retry-After`, and the JSON-RPC error body.
+    /// The whole HTTP response: [`status`](Self::status), `Retry-After`, and the JSON-RPC
+    /// error body.
     pub fn http_response(&self, id: Option<&RequestId>) -> Response<Body> {
         let mut res = Response::new(Body::from(self.jsonrpc_message(id).to_string()));
-        *res.status_mut() = Self::HTTP_STATUS;
+        *res.status_mut() = self.status();
         let (name, value) = self.retry_after_header();
         res.headers_mut().insert(name, value);
         res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

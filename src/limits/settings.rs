@@ -8,6 +8,8 @@ use std::time::Duration;
 use governor::Quota;
 use serde::Deserialize;
 
+use crate::config::Secret;
+
 /// Rate limits. Per-client limits are keyed on the authenticated principal (issuer, subject,
 /// client id), or on the client IP when authentication is off; never on a session.
 #[derive(Clone, Debug, Deserialize)]
@@ -39,6 +41,109 @@ pub struct LimitSettings {
     pub max_keys: usize,
     /// How often idle keys are dropped and table memory returned.
     pub housekeeping_secs: u64,
+    /// Where the per-client and per-tool quotas are counted: `local` (each replica on its
+    /// own) or `redis` (cluster-wide, with the local limiter in front; see `ClusterLimiter`).
+    pub backend: Backend,
+    /// `[limits.redis]`, used when `backend = "redis"`.
+    pub redis: RedisSettings,
+}
+
+/// `limits.backend`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// Per replica: with N replicas a client gets up to N times each limit.
+    #[default]
+    Local,
+    /// Cluster-wide quotas in Redis, with the per-replica limiter as a cheap first line.
+    Redis,
+}
+
+/// `limits.redis.on_error`: what a check does when Redis fails or is too slow to answer.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Admit what the local (per-replica) limits admit: a client may get up to N times its
+    /// quota across N replicas while Redis is down, but the service stays up.
+    #[default]
+    Open,
+    /// Refuse with 503 and `Retry-After` (`data.limit = "backend_unavailable"`).
+    Closed,
+}
+
+/// `[limits.redis]`: the shared store of `backend = "redis"`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisSettings {
+    /// `redis://[user:password@]host:port[/db]`, `rediss://` for TLS. A secret: it may carry
+    /// a password, so it is never logged.
+    pub url: Secret,
+    /// Prefix of every key this server writes; replicas that share quotas share the prefix.
+    pub key_prefix: String,
+    /// Longest a request waits for Redis before the check counts as failed (`on_error`).
+    pub timeout_ms: u64,
+    /// Longest one connection attempt may take.
+    pub connect_timeout_ms: u64,
+    /// After a failure, how long checks skip Redis (deciding by `on_error` at once) before
+    /// one request probes it again: a down Redis costs nothing per request.
+    pub cooldown_ms: u64,
+    pub on_error: OnError,
+    /// Multiplexed connections, used round robin. Each one pipelines every concurrent check;
+    /// more than one only helps past ~100k checks per second per replica.
+    pub connections: usize,
+}
+
+impl Default for RedisSettings {
+    fn default() -> Self {
+        Self {
+            url: Secret::new("redis://127.0.0.1:6379".into()),
+            key_prefix: "toolgate".into(),
+            timeout_ms: 50,
+            connect_timeout_ms: 1_000,
+            cooldown_ms: 1_000,
+            on_error: OnError::Open,
+            connections: 1,
+        }
+    }
+}
+
+impl RedisSettings {
+    /// Refuses settings that cannot work. The URL is parsed here, so a typo stops start-up;
+    /// the message never repeats the URL (it may carry a password).
+    pub fn validate(&self) -> Result<(), String> {
+        use redis::IntoConnectionInfo as _;
+        self.url.expose().into_connection_info().map_err(|e| {
+            format!("limits.redis.url is not a valid Redis URL (redis://[user:password@]host:port[/db], rediss:// for TLS): {e}")
+        })?;
+        let prefix_ok = !self.key_prefix.is_empty()
+            && self.key_prefix.len() <= 64
+            && self.key_prefix.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b'{' | b'}'));
+        if !prefix_ok {
+            return Err("limits.redis.key_prefix must be 1 to 64 printable ASCII characters without braces".into());
+        }
+        if !(1..=10_000).contains(&self.timeout_ms) {
+            return Err("limits.redis.timeout_ms must be between 1 and 10000".into());
+        }
+        if self.connect_timeout_ms == 0 || self.cooldown_ms == 0 {
+            return Err("limits.redis.connect_timeout_ms and limits.redis.cooldown_ms must be at least 1".into());
+        }
+        if !(1..=64).contains(&self.connections) {
+            return Err("limits.redis.connections must be between 1 and 64".into());
+        }
+        Ok(())
+    }
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms)
+    }
+
+    pub fn cooldown(&self) -> Duration {
+        Duration::from_millis(self.cooldown_ms)
+    }
 }
 
 impl Default for LimitSettings {
@@ -58,6 +163,8 @@ impl Default for LimitSettings {
             auth_failure_burst: 5,
             max_keys: 100_000,
             housekeeping_secs: 60,
+            backend: Backend::Local,
+            redis: RedisSettings::default(),
         }
     }
 }
@@ -102,6 +209,9 @@ impl LimitSettings {
         }
         for (name, tool) in &self.tools {
             self.validate_tool(&format!("limits.tools.{name}"), tool)?;
+        }
+        if self.backend == Backend::Redis {
+            self.redis.validate()?;
         }
         Ok(())
     }

@@ -227,7 +227,10 @@ pub fn result_string(id: &RequestId, result: &Value) -> String {
 }
 
 /// Serializes an error response. `id` is omitted when unknown (J-06), never `null`.
+///
+/// Every error response the server sends is built here, so this is where they are counted.
 pub fn error_message(id: Option<&RequestId>, error: &RpcError) -> Value {
+    crate::metrics::record::jsonrpc_error(error.code);
     match id {
         Some(id) => serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error }),
         None => serde_json::json!({ "jsonrpc": "2.0", "error": error }),

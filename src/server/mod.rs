@@ -37,6 +37,8 @@ pub struct RequestCtx {
     pub cancel: CancellationToken,
     /// For audit records: the request id (`x-request-id`), the client address, the log.
     pub request_id: Option<Arc<str>>,
+    /// The trace the request belongs to (`_meta.traceparent`, else the HTTP request's).
+    pub trace: Option<crate::telemetry::TraceContext>,
     pub client_ip: Option<std::net::IpAddr>,
     pub audit: Option<Arc<crate::audit::AuditLog>>,
 }
@@ -57,6 +59,11 @@ pub struct McpServer {
     pub state_signer: StateSigner,
     /// The server-wide limit on tool calls running at once.
     pub calls: crate::tool::bulkhead::Bulkhead,
+    /// Every running request (see `transport::exchange::start`); shutdown waits on it.
+    pub tasks: tokio_util::task::TaskTracker,
+    /// Cancelled when the shutdown grace period is (nearly) over: tool calls still running
+    /// stop and answer that the server is shutting down.
+    pub halt: CancellationToken,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -79,6 +86,8 @@ impl McpServer {
             bus,
             state_signer: StateSigner::new(settings.server.state_secret.as_ref().map(crate::config::Secret::expose)),
             calls: crate::tool::bulkhead::Bulkhead::new(settings.tools.max_concurrent_calls, settings.tools.max_queued_calls),
+            tasks: tokio_util::task::TaskTracker::new(),
+            halt: CancellationToken::new(),
             settings,
         }
     }

@@ -5,6 +5,7 @@ use std::panic::AssertUnwindSafe;
 
 use futures_util::FutureExt as _;
 use serde_json::{Map, Value, json};
+use tracing::Instrument as _;
 
 use super::{McpServer, RequestCtx};
 use crate::audit::{AuditRecord, EventKind, Outcome};
@@ -24,6 +25,8 @@ struct Report {
     keep_arguments: bool,
     /// The tool's own fields to redact from kept arguments.
     redact: Vec<String>,
+    /// The registered tool the call named (its metrics label), if any.
+    tool: Option<Arc<RegisteredTool>>,
 }
 
 /// How a call ended, before it becomes a JSON-RPC result.
@@ -33,6 +36,8 @@ enum Ended {
     Panicked,
     /// The client cancelled: no response is sent (U-11).
     Cancelled,
+    /// The server's shutdown grace period ran out: the call answers that it was stopped.
+    Halted,
 }
 
 impl McpServer {
@@ -45,14 +50,23 @@ impl McpServer {
         mrtr: Option<Arc<Mrtr>>,
     ) -> Result<Value, RpcError> {
         let started = std::time::Instant::now();
-        let mut report = Report { outcome: Outcome::Ok, keep_arguments: false, redact: Vec::new() };
-        let answer = self.run_call(params, ctx, mrtr, &mut report).await;
+        let mut report = Report { outcome: Outcome::Ok, keep_arguments: false, redact: Vec::new(), tool: None };
+        // The tool's name only (a registry key, cut short if a client sends a long one); never
+        // the arguments.
+        let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+        let span = tracing::info_span!("tool", tool = short(name), outcome = tracing::field::Empty);
+        let answer = self.run_call(params, ctx, mrtr, &mut report).instrument(span.clone()).await;
+        span.record("outcome", report.outcome.as_str());
+        let elapsed = started.elapsed();
+        match report.tool.as_deref() {
+            Some(tool) => tool.metrics().record(report.outcome, elapsed),
+            None => crate::metrics::ToolMetrics::unknown().record(report.outcome, elapsed),
+        }
         if let Some(audit) = &ctx.audit {
             let name = params.get("name").and_then(Value::as_str).unwrap_or("");
             let arguments = params.get("arguments").unwrap_or(&Value::Null);
             let size = answer.as_ref().ok().and_then(|v| serde_json::to_vec(v).ok()).map(|b| b.len() as u64);
-            let mut record =
-                AuditRecord::new(EventKind::ToolCall, report.outcome).with_tool(name, arguments).with_timing(started.elapsed(), size);
+            let mut record = AuditRecord::new(EventKind::ToolCall, report.outcome).with_tool(name, arguments).with_timing(elapsed, size);
             if report.keep_arguments {
                 let mut sensitive = self.settings.audit.redact_field_refs();
                 sensitive.extend(report.redact.iter().map(String::as_str));
@@ -63,6 +77,9 @@ impl McpServer {
             }
             if let Some(id) = &ctx.request_id {
                 record = record.with_request_id(id.as_ref());
+            }
+            if let Some(trace) = &ctx.trace {
+                record = record.with_trace_id(trace.trace_id_hex().to_string());
             }
             if let Some(ip) = ctx.client_ip {
                 record = record.with_client_ip(ip);
@@ -92,8 +109,11 @@ impl McpServer {
         };
         let set = self.tools.snapshot();
         // A tool the caller may not use is reported exactly like one that does not exist.
-        if set.get(name).is_some_and(|t| !self.may_use(t, ctx)) {
-            report.outcome = Outcome::Denied;
+        if let Some(t) = set.get(name) {
+            report.tool = Some(t.clone());
+            if !self.may_use(t, ctx) {
+                report.outcome = Outcome::Denied;
+            }
         }
         let tool = set
             .get(name)
@@ -141,6 +161,10 @@ impl McpServer {
                 report.outcome = Outcome::Cancelled;
                 return Err(cancelled());
             }
+            () = self.halt.cancelled() => {
+                report.outcome = Outcome::Cancelled;
+                return to_value(CallToolResult::error(halted_message(name)));
+            }
         };
         let _permits = match admitted {
             Ok(permits) => permits,
@@ -160,6 +184,7 @@ impl McpServer {
             },
             () = tokio::time::sleep_until(deadline) => Ended::TimedOut(timeout.as_secs()),
             () = ctx.cancel.cancelled() => Ended::Cancelled,
+            () = self.halt.cancelled() => Ended::Halted,
         };
         // Whatever ended the call, the tool's own work stops now.
         tool_cancel.cancel();
@@ -169,7 +194,7 @@ impl McpServer {
         }
 
         report.outcome = match &ended {
-            Ended::Cancelled => Outcome::Cancelled,
+            Ended::Cancelled | Ended::Halted => Outcome::Cancelled,
             Ended::Panicked | Ended::Done(Err(ToolError::Internal(_))) => Outcome::InternalError,
             Ended::TimedOut(_) => Outcome::Timeout,
             Ended::Done(Err(ToolError::InvalidArguments(_) | ToolError::InvalidInputResponse(_))) => Outcome::InvalidInput,
@@ -182,6 +207,10 @@ impl McpServer {
         };
         let result = match ended {
             Ended::Cancelled => return Err(cancelled()),
+            Ended::Halted => {
+                tracing::warn!(tool = name, "tool stopped: the shutdown grace period is over");
+                CallToolResult::error(halted_message(name))
+            }
             Ended::Panicked => {
                 tracing::error!(tool = name, "tool panicked");
                 CallToolResult::error(format!("The tool {name} failed unexpectedly; the server logged the details"))
@@ -251,6 +280,16 @@ impl McpServer {
 pub(super) fn missing_capability(cap: &str) -> RpcError {
     RpcError::new(code::MISSING_CLIENT_CAPABILITY, "Missing required client capability")
         .with_data(json!({ "requiredCapabilities": { cap: {} } }))
+}
+
+/// What a call stopped by shutdown answers: an `isError` result the model can act on.
+fn halted_message(name: &str) -> String {
+    format!("The server is shutting down and stopped the tool {name} before it finished; retry the call")
+}
+
+/// At most 128 characters of a client-supplied name, for logs.
+fn short(name: &str) -> &str {
+    name.char_indices().nth(128).map_or(name, |(i, _)| &name[..i])
 }
 
 /// The error of a request the client cancelled; transports see the cancelled token and send

@@ -2,6 +2,8 @@
 //! capabilities, log level, in-flight requests, pending server-to-client requests, resource
 //! subscriptions and the session's event streams. The modern era has no sessions.
 
+mod id;
+pub mod shared;
 mod store;
 mod stream;
 
@@ -16,6 +18,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+pub use id::IdSigner;
 pub use store::{SessionStore, StoreFull};
 pub use stream::{EventStream, ResumeError, parse_event_id};
 
@@ -68,6 +71,10 @@ pub struct Session {
     subscriptions: Mutex<HashSet<Arc<str>>>,
     /// Cancelled when the session ends: stops its streams and its in-flight work.
     pub closed: CancellationToken,
+    /// Ends the streams that only carry notifications (the GET stream, the 2024-11-05 SSE
+    /// connection): cancelled when the session ends or when the server starts shutting down,
+    /// while requests in flight keep their own streams through the grace period.
+    pub notifications_closed: CancellationToken,
     /// The 2024-11-05 transport's single outgoing channel.
     legacy_out: Option<mpsc::Sender<Bytes>>,
     replay_events: usize,
@@ -89,6 +96,7 @@ impl Session {
         replay_events: usize,
         legacy_out: Option<mpsc::Sender<Bytes>>,
         owner: Option<Arc<str>>,
+        draining: &CancellationToken,
     ) -> Self {
         Self {
             id,
@@ -105,6 +113,7 @@ impl Session {
             streams: Mutex::new(Streams::default()),
             subscriptions: Mutex::new(HashSet::new()),
             closed: CancellationToken::new(),
+            notifications_closed: draining.child_token(),
             legacy_out,
             replay_events,
             owner,
@@ -232,6 +241,11 @@ impl Session {
         stream
     }
 
+    /// Whether `stream` is the standalone GET stream (notifications only).
+    pub fn is_get_stream(&self, stream: &EventStream) -> bool {
+        self.streams.lock().get.as_ref().is_some_and(|s| s.key() == stream.key())
+    }
+
     /// Finds a stream of this session by key (for `Last-Event-ID`).
     pub fn find_stream(&self, key: u32) -> Option<Arc<EventStream>> {
         let streams = self.streams.lock();
@@ -244,15 +258,13 @@ impl Session {
     /// Delivers a server-initiated message (list_changed, resources/updated) on the stream
     /// meant for unrelated messages: the GET stream, or the 2024-11-05 SSE connection.
     /// Never blocks: a client that does not keep up loses its connection, not our time.
-    pub fn deliver_unsolicited(&self, json: &str) {
+    /// Returns whether a live connection took it.
+    pub fn deliver_unsolicited(&self, json: &str) -> bool {
         if let Some(out) = &self.legacy_out {
-            let _ = out.try_send(crate::transport::sse::message_event(None, json));
-            return;
+            return out.try_send(crate::transport::sse::message_event(None, json)).is_ok();
         }
         let get = self.streams.lock().get.clone();
-        if let Some(stream) = get {
-            stream.push(json, false);
-        }
+        get.is_some_and(|stream| stream.push(json, false))
     }
 
     /// The 2024-11-05 transport's outgoing channel.
@@ -275,6 +287,7 @@ impl Session {
     /// Ends the session: in-flight work is cancelled and its streams close.
     pub fn close(&self) {
         self.closed.cancel();
+        self.notifications_closed.cancel();
         for (_, token) in self.in_flight.lock().drain() {
             token.cancel();
         }

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use dashmap::DashMap;
 use rand::RngCore as _;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::{Session, SessionKind};
 use crate::config::SessionSettings;
@@ -23,6 +24,8 @@ pub struct SessionStore {
     sessions: DashMap<Arc<str>, Arc<Session>>,
     settings: SessionSettings,
     replay_events: usize,
+    /// Cancelled at shutdown: every session's notification streams end (see [`Session`]).
+    draining: CancellationToken,
 }
 
 impl std::fmt::Debug for SessionStore {
@@ -33,7 +36,7 @@ impl std::fmt::Debug for SessionStore {
 
 impl SessionStore {
     pub fn new(settings: SessionSettings, replay_events: usize) -> Self {
-        Self { sessions: DashMap::new(), settings, replay_events }
+        Self { sessions: DashMap::new(), settings, replay_events, draining: CancellationToken::new() }
     }
 
     /// Creates a session with a fresh id: 128 random bits from the OS CSPRNG, hex-encoded
@@ -52,7 +55,7 @@ impl SessionStore {
         // ThreadRng is a ChaCha CSPRNG seeded from the OS.
         rand::rng().fill_bytes(&mut raw);
         let id: Arc<str> = raw.iter().map(|b| format!("{b:02x}")).collect::<String>().into();
-        let session = Arc::new(Session::new(id.clone(), kind, version, self.replay_events, legacy_out, owner));
+        let session = Arc::new(Session::new(id.clone(), kind, version, self.replay_events, legacy_out, owner, &self.draining));
         self.sessions.insert(id, session.clone());
         Ok(session)
     }
@@ -94,7 +97,19 @@ impl SessionStore {
         idle.iter().filter(|id| self.remove(id)).count()
     }
 
-    /// Ends every session (shutdown).
+    /// Shutdown begins: every session's notification streams end now (a GET stream with its
+    /// `retry` hint), sessions opened from now on get theirs ended at once, and requests in
+    /// flight go on. O(1): one token.
+    pub fn end_notification_streams(&self) {
+        self.draining.cancel();
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_draining(&self) -> bool {
+        self.draining.is_cancelled()
+    }
+
+    /// Ends every session: in-flight work is cancelled (the end of shutdown).
     pub fn close_all(&self) {
         let ids: Vec<Arc<str>> = self.sessions.iter().map(|e| e.key().clone()).collect();
         for id in ids {

@@ -31,6 +31,8 @@ pub struct RegisteredTool {
     /// Arguments the client must mirror in `Mcp-Param-<suffix>` headers (SEP-2243):
     /// `(property, suffix)`, read once from the input schema's `x-mcp-header` marks.
     pub(crate) header_params: Vec<(String, String)>,
+    /// This tool's metric handles, resolved on its first call.
+    metrics: std::sync::OnceLock<crate::metrics::ToolMetrics>,
 }
 
 impl std::fmt::Debug for RegisteredTool {
@@ -66,11 +68,16 @@ impl RegisteredTool {
             .flatten()
             .filter_map(|(property, schema)| Some((property.clone(), schema.get("x-mcp-header")?.as_str()?.to_owned())))
             .collect();
-        Ok(Self { tool, input, output, listing: Arc::new(listing), bulkhead, header_params })
+        Ok(Self { tool, input, output, listing: Arc::new(listing), bulkhead, header_params, metrics: std::sync::OnceLock::new() })
     }
 
     pub fn name(&self) -> &str {
         self.tool.name()
+    }
+
+    /// The handles `tools/call` records this tool's calls with.
+    pub(crate) fn metrics(&self) -> &crate::metrics::ToolMetrics {
+        self.metrics.get_or_init(|| crate::metrics::ToolMetrics::new(self.name()))
     }
 }
 

@@ -216,7 +216,8 @@ pub fn compile(raw: &RawDef, settings: &Settings, origin: Origin) -> Result<Comp
     check_common(&def, settings, &mut errors);
     // A command's structured result exists only in the JSON format (its Markdown result is
     // the program's output), and a declared output schema needs one on every success.
-    if kind == Kind::Command && def.output_schema.is_some() && (def.response_format != ResponseFormat::Json || def.response_format_argument) {
+    if kind == Kind::Command && def.output_schema.is_some() && (def.response_format != ResponseFormat::Json || def.response_format_argument)
+    {
         errors.push(FieldError::new(
             "output_schema",
             "a command tool with an output schema must use response_format = \"json\" without response_format_argument: its Markdown results carry no structured content",

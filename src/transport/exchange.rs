@@ -100,12 +100,15 @@ pub struct Spec {
     /// Maps a JSON-RPC error code to the HTTP status of a plain-JSON answer.
     pub status_of: fn(i32) -> StatusCode,
     pub request_id: Option<Arc<str>>,
+    /// The trace the request belongs to, for its audit record.
+    pub trace: Option<crate::telemetry::TraceContext>,
     pub client_ip: Option<std::net::IpAddr>,
     pub audit: Option<Arc<crate::audit::AuditLog>>,
 }
 
-/// Starts the request on its own task; frames arrive on the returned receiver. A cancelled
-/// request sends no response (U-11): the receiver just closes.
+/// Starts the request on its own task, in the caller's span (so its log lines carry the
+/// request and trace ids) and tracked for shutdown; frames arrive on the returned receiver. A
+/// cancelled request sends no response (U-11): the receiver just closes.
 pub fn start(server: Arc<McpServer>, request: Request, spec: Spec) -> mpsc::Receiver<Frame> {
     let (tx, rx) = mpsc::channel(spec.buffer.max(1));
     let channel = Arc::new(FrameChannel { tx: tx.clone(), session: spec.session.clone(), timeout: spec.client_timeout });
@@ -118,11 +121,13 @@ pub fn start(server: Arc<McpServer>, request: Request, spec: Spec) -> mpsc::Rece
         channel,
         cancel: spec.cancel,
         request_id: spec.request_id,
+        trace: spec.trace,
         client_ip: spec.client_ip,
         audit: spec.audit,
     };
     let status_of = spec.status_of;
-    tokio::spawn(async move {
+    let tasks = server.tasks.clone();
+    let task = async move {
         let outcome = server.handle(&request, &ctx).await;
         if let Some(session) = &ctx.session {
             session.untrack(&request.id);
@@ -135,7 +140,8 @@ pub fn start(server: Arc<McpServer>, request: Request, spec: Spec) -> mpsc::Rece
             Err(error) => (jsonrpc::error_message(Some(&request.id), &error).to_string(), status_of(error.code)),
         };
         let _ = tx.send(Frame::Final { json, status }).await;
-    });
+    };
+    tasks.spawn(tracing::Instrument::in_current_span(task));
     rx
 }
 
@@ -170,8 +176,11 @@ pub async fn answer(mut rx: mpsc::Receiver<Frame>, mut how: Answer) -> Response<
 }
 
 fn stream(first: Option<Frame>, mut rx: mpsc::Receiver<Frame>, how: Answer) -> Response<Body> {
-    let mut options =
-        sse::BodyOptions { guard: how.drop_guard.map(|g| Box::new(g) as Box<dyn std::any::Any + Send + Sync>), ..Default::default() };
+    let mut options = sse::BodyOptions {
+        guard: how.drop_guard.map(|g| Box::new(g) as Box<dyn std::any::Any + Send + Sync>),
+        kind: Some(crate::metrics::SseKind::Post),
+        ..Default::default()
+    };
     let live = match &how.session {
         // Legacy: a resumable stream of the session; a dropped connection loses nothing.
         Some(session) => {

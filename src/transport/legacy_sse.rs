@@ -19,6 +19,7 @@ use crate::protocol::ProtocolVersion;
 use crate::protocol::jsonrpc::{self, Incoming, RpcError, code};
 use crate::session::{Session, SessionKind, SessionStore};
 use axum::Extension;
+use tracing::Instrument as _;
 
 /// Ends the session when its SSE connection goes away.
 struct SessionGuard {
@@ -28,6 +29,11 @@ struct SessionGuard {
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
+        // At shutdown the stream ends first; the session's calls in flight get the grace
+        // period (their answers have nowhere to go, but they finish and are audited).
+        if self.store.is_draining() {
+            return;
+        }
         if self.store.remove(&self.id) {
             tracing::debug!(session = %self.id, "legacy SSE connection closed; session ended");
         }
@@ -47,8 +53,9 @@ pub async fn open(State(app): State<AppState>, principal: Option<Extension<Arc<P
         preamble: vec![sse::endpoint_event(&endpoint)],
         on_close: None,
         guard: Some(Box::new(SessionGuard { store: app.sessions.clone(), id: session.id.clone() })),
+        kind: Some(crate::metrics::SseKind::LegacySse),
     };
-    sse::response(sse::body(rx, app.settings.keep_alive(), session.closed.clone(), options))
+    sse::response(sse::body(rx, app.settings.keep_alive(), session.notifications_closed.clone(), options))
 }
 
 #[derive(Debug, Deserialize)]
@@ -62,13 +69,14 @@ pub async fn message(
     State(app): State<AppState>,
     principal: Option<Extension<Arc<Principal>>>,
     peer: Option<Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
+    trace: Option<Extension<crate::telemetry::TraceContext>>,
     Query(query): Query<SessionQuery>,
     headers: HeaderMap,
     body: Body,
 ) -> Response<Body> {
     let principal = principal.map(|Extension(p)| p);
     let key = principal.as_deref().map(Principal::key);
-    let caller = streamable::Caller::new(principal.clone(), &headers, peer.map(|Extension(c)| c.0.ip()));
+    let mut caller = streamable::Caller::new(principal.clone(), &headers, peer.map(|Extension(c)| c.0.ip()), trace);
     let Some(id) = query.session_id else {
         return headers::transport_error(StatusCode::BAD_REQUEST, "Bad Request: the sessionId query parameter is required");
     };
@@ -93,13 +101,16 @@ pub async fn message(
         Ok(m) => m,
         Err(bad) => return headers::error(StatusCode::BAD_REQUEST, bad.id.as_ref(), &bad.error),
     };
+    // The JSON-RPC request's span: the limits and the request's own task run in it.
+    let span = caller.message_span(&message);
     if let Incoming::Request(req) = &message {
+        crate::metrics::record::mcp_request(&req.method, crate::metrics::McpEra::Sse2024);
         if let Some(refusal) = streamable::method_refusal(&app, principal.as_deref(), &req.method) {
             return refusal;
         }
         // Responses of this transport travel on the open SSE stream, so a rate-limit refusal
         // does too, as a JSON-RPC error with the retry hint; the POST itself is accepted.
-        if let Some(rejection) = streamable::rate_limited(&app, &caller, req) {
+        if let Some(rejection) = streamable::rate_limited(&app, &caller, req).instrument(span.clone()).await {
             send(&session, rejection.jsonrpc_message(Some(&req.id)).to_string()).await;
             return headers::accepted();
         }
@@ -124,7 +135,7 @@ pub async fn message(
             send(&session, reply.to_string()).await;
         }
         Incoming::Request(req) => {
-            let mut rx = streamable::start_on_session(&app, &session, req, &caller);
+            let mut rx = span.in_scope(|| streamable::start_on_session(&app, &session, req, &caller));
             let session = session.clone();
             tokio::spawn(async move {
                 while let Some(frame) = rx.recv().await {

@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use bytes::Bytes;
 use dashmap::DashMap;
@@ -119,7 +120,8 @@ impl Listeners {
         self.map.is_empty()
     }
 
-    fn deliver(&self, change: &Change) {
+    /// `published`: when the change was published, for the fan-out latency.
+    fn deliver(&self, change: &Change, published: Option<Instant>) {
         let mut dead = Vec::new();
         for entry in &self.map {
             let listener = entry.value();
@@ -129,6 +131,8 @@ impl Listeners {
             let frame = sse::message_event(None, &notification(change, Some(&listener.subscription)).to_string());
             if listener.tx.try_send(frame).is_err() {
                 dead.push(*entry.key());
+            } else if is_list_change(change) {
+                crate::metrics::record::list_changed_sent(published);
             }
         }
         for key in dead {
@@ -162,26 +166,31 @@ pub fn notification(change: &Change, subscription: Option<&RequestId>) -> Value 
 
 /// Runs until the bus closes: every change goes to every interested stream.
 pub async fn fan_out(bus: Arc<dyn EventBus>, sessions: Arc<SessionStore>, listeners: Arc<Listeners>) {
-    let mut rx = bus.subscribe();
+    let mut rx = bus.subscribe_published();
     loop {
-        let change = match rx.recv().await {
-            Ok(change) => change,
+        let published = match rx.recv().await {
+            Ok(published) => published,
             // Fell behind: some changes were dropped, so announce every list as changed
             // (over-notify rather than miss).
             Err(broadcast::error::RecvError::Lagged(n)) => {
                 tracing::warn!(missed = n, "change fan-out lagged; notifying every list");
                 for change in [Change::ToolsListChanged, Change::PromptsListChanged, Change::ResourcesListChanged] {
-                    deliver(&change, &sessions, &listeners);
+                    deliver(&change, None, &sessions, &listeners);
                 }
                 continue;
             }
             Err(broadcast::error::RecvError::Closed) => return,
         };
-        deliver(&change, &sessions, &listeners);
+        deliver(&published.change, Some(published.at), &sessions, &listeners);
     }
 }
 
-fn deliver(change: &Change, sessions: &SessionStore, listeners: &Listeners) {
+/// Whether the change is one of the `list_changed` notifications (counted in metrics).
+fn is_list_change(change: &Change) -> bool {
+    !matches!(change, Change::ResourceUpdated(_))
+}
+
+fn deliver(change: &Change, published: Option<Instant>, sessions: &SessionStore, listeners: &Listeners) {
     let legacy = notification(change, None).to_string();
     sessions.for_each(|session| {
         if !session.is_initialized() {
@@ -192,9 +201,11 @@ fn deliver(change: &Change, sessions: &SessionStore, listeners: &Listeners) {
         {
             return;
         }
-        session.deliver_unsolicited(&legacy);
+        if session.deliver_unsolicited(&legacy) && is_list_change(change) {
+            crate::metrics::record::list_changed_sent(published);
+        }
     });
-    listeners.deliver(change);
+    listeners.deliver(change, published);
 }
 
 #[cfg(test)]
@@ -228,7 +239,7 @@ mod tests {
         let _g1 = listeners.register(RequestId::Number(1), filter.clone(), slow_tx);
         let _g2 = listeners.register(RequestId::Number(2), filter, fast_tx);
         for _ in 0..3 {
-            listeners.deliver(&Change::ToolsListChanged);
+            listeners.deliver(&Change::ToolsListChanged, None);
         }
         assert_eq!(listeners.len(), 1, "the slow listener was disconnected");
         let mut got = 0;

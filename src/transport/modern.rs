@@ -83,6 +83,7 @@ pub(crate) async fn post(app: &AppState, headers: &HeaderMap, message: Incoming,
             client_timeout: app.sessions.client_request_timeout(),
             status_of,
             request_id: caller.request_id.clone(),
+            trace: caller.trace,
             client_ip: caller.ip,
             audit: app.audit.clone(),
         },
@@ -91,7 +92,9 @@ pub(crate) async fn post(app: &AppState, headers: &HeaderMap, message: Incoming,
         rx,
         Answer {
             keep_alive: app.settings.keep_alive(),
-            close: app.shutdown.clone(),
+            // Not the shutdown token: a call in flight keeps its stream through the grace
+            // period and ends it with its answer (a stopped call's included).
+            close: CancellationToken::new(),
             session: None,
             priming: false,
             retry_ms: app.settings.sse.retry_ms,
@@ -262,6 +265,7 @@ fn listen(app: &AppState, req: &Request) -> Response<Body> {
         preamble: vec![sse::message_event(None, &ack.to_string())],
         on_close: Some(sse::message_event(None, &closing.to_string())),
         guard: Some(Box::new(guard)),
+        kind: Some(crate::metrics::SseKind::Listen),
     };
     sse::response(sse::body(rx, app.settings.keep_alive(), app.shutdown.clone(), options))
 }

@@ -54,6 +54,8 @@ pub struct BodyOptions {
     /// Dropped with the body, i.e. when the client disconnects: a `DropGuard` that cancels
     /// the request (modern era), or a guard that unregisters a listener.
     pub guard: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// Counts the stream in `toolgate_sse_streams_open{kind}` while the body lives.
+    pub kind: Option<crate::metrics::SseKind>,
 }
 
 struct State {
@@ -64,6 +66,7 @@ struct State {
     on_close: Option<Bytes>,
     done: bool,
     _guard: Option<Box<dyn std::any::Any + Send + Sync>>,
+    _open: Option<crate::metrics::record::SseOpen>,
 }
 
 /// Streams `rx` as an SSE body until the channel closes or `close` fires.
@@ -76,6 +79,7 @@ pub fn body(rx: mpsc::Receiver<Bytes>, keep_alive: Duration, close: Cancellation
         on_close: options.on_close,
         done: false,
         _guard: options.guard,
+        _open: options.kind.map(crate::metrics::record::SseOpen::new),
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         if s.done {

@@ -15,14 +15,17 @@ use super::{headers, modern, sse};
 use crate::app::AppState;
 use crate::auth::principal::Principal;
 use crate::limits::ClientKey;
+use crate::metrics::McpEra;
 use crate::protocol::jsonrpc::{self, Incoming, Notification, Request, RequestId, RpcError, code};
 use crate::protocol::{Era, ProtocolVersion};
 use crate::session::{ClientInfo, Session, SessionKind, parse_event_id};
+use crate::telemetry::TraceContext;
 use crate::tool::ClientCaps;
 use axum::Extension;
 use axum::extract::ConnectInfo;
 use axum::response::IntoResponse as _;
 use std::net::{IpAddr, SocketAddr};
+use tracing::Instrument as _;
 
 /// Who sent a request, as far as the transport knows: for authorization, limits and audit.
 #[derive(Clone, Default)]
@@ -30,12 +33,28 @@ pub(crate) struct Caller {
     pub principal: Option<Arc<Principal>>,
     pub request_id: Option<Arc<str>>,
     pub ip: Option<IpAddr>,
+    /// The trace: the HTTP request's, replaced by `_meta.traceparent` once the body is read.
+    pub trace: Option<TraceContext>,
 }
 
 impl Caller {
-    pub(crate) fn new(principal: Option<Arc<Principal>>, headers: &HeaderMap, ip: Option<IpAddr>) -> Self {
+    pub(crate) fn new(
+        principal: Option<Arc<Principal>>,
+        headers: &HeaderMap,
+        ip: Option<IpAddr>,
+        trace: Option<Extension<TraceContext>>,
+    ) -> Self {
         let request_id = headers::get(headers, &axum::http::HeaderName::from_static("x-request-id")).map(Arc::from);
-        Self { principal, request_id, ip }
+        Self { principal, request_id, ip, trace: trace.map(|Extension(t)| t) }
+    }
+
+    /// The span a JSON-RPC message is handled in: for a request, an `mcp` span whose trace is
+    /// `_meta.traceparent`'s when it names one (which then becomes the caller's trace).
+    pub(crate) fn message_span(&mut self, message: &Incoming) -> tracing::Span {
+        let Incoming::Request(req) = message else { return tracing::Span::none() };
+        let (span, trace) = crate::telemetry::mcp_span(&req.method, &req.params, self.trace);
+        self.trace = trace;
+        span
     }
 }
 
@@ -44,12 +63,13 @@ pub async fn post(
     State(app): State<AppState>,
     principal: Option<Extension<Arc<Principal>>>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    trace: Option<Extension<TraceContext>>,
     headers: HeaderMap,
     body: Body,
 ) -> Response<Body> {
     let principal = principal.map(|Extension(p)| p);
     let ip = peer.map(|Extension(ConnectInfo(a))| a.ip());
-    let caller = Caller::new(principal.clone(), &headers, ip);
+    let mut caller = Caller::new(principal.clone(), &headers, ip, trace);
     if !headers::is_json_body(&headers) {
         return headers::transport_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -74,7 +94,11 @@ pub async fn post(
         Ok(message) => message,
         Err(bad) => return headers::error(StatusCode::BAD_REQUEST, bad.id.as_ref(), &bad.error),
     };
+    let modern = is_modern(&headers, &message);
+    // Everything from here on runs in the JSON-RPC request's span.
+    let span = caller.message_span(&message);
     if let Incoming::Request(req) = &message {
+        crate::metrics::record::mcp_request(&req.method, if modern { McpEra::Modern } else { McpEra::Legacy });
         if let Some(refusal) = method_refusal(&app, principal.as_deref(), &req.method) {
             if let Some(audit) = &app.audit {
                 let record = crate::audit::AuditRecord::new(crate::audit::EventKind::AuthzDenied, crate::audit::Outcome::Denied)
@@ -83,14 +107,14 @@ pub async fn post(
             }
             return refusal;
         }
-        if let Some(rejection) = rate_limited(&app, &caller, req) {
+        if let Some(rejection) = rate_limited(&app, &caller, req).instrument(span.clone()).await {
             return rejection.http_response(Some(&req.id));
         }
     }
-    if is_modern(&headers, &message) {
-        return modern::post(&app, &headers, message, caller).await;
+    if modern {
+        return modern::post(&app, &headers, message, caller).instrument(span).await;
     }
-    legacy(&app, &headers, message, &caller).await
+    legacy(&app, &headers, message, &caller).instrument(span).await
 }
 
 /// Scopes per method class, decided at the HTTP layer once the method is known: the 403
@@ -101,16 +125,21 @@ pub(crate) fn method_refusal(app: &AppState, principal: Option<&Principal>, meth
 }
 
 /// The rate limits a request runs into, if any: the client's (the principal, or the address
-/// without auth, never the session) and, for `tools/call`, the tool's.
-pub(crate) fn rate_limited(app: &AppState, caller: &Caller, req: &Request) -> Option<crate::limits::Rejection> {
+/// without auth, never the session) and, for `tools/call`, the tool's. Async for the
+/// cluster-wide limiter's round trip; with the local one the check is `Ready` and this never
+/// suspends.
+pub(crate) async fn rate_limited(app: &AppState, caller: &Caller, req: &Request) -> Option<crate::limits::Rejection> {
     let limiter = app.limiter.as_ref()?;
+    let span = tracing::info_span!("rate_limit", limited = tracing::field::Empty);
     let key = match (caller.principal.as_deref(), caller.ip) {
         (Some(p), _) => ClientKey::from_principal(p),
         (None, Some(ip)) => ClientKey::from_ip(ip),
         (None, None) => return None,
     };
     let tool = req.params.get("name").and_then(Value::as_str).filter(|_| req.method == "tools/call");
-    let rejection = limiter.check_request(&key).err().or_else(|| tool.and_then(|t| limiter.check_tool(&key, t).err()))?;
+    let rejection = limiter.check(&key, tool).instrument(span.clone()).await.err()?;
+    crate::metrics::record::rate_limited(rejection.reason);
+    span.record("limited", rejection.reason.as_str());
     if let Some(audit) = &app.audit {
         let mut record = crate::audit::AuditRecord::new(crate::audit::EventKind::RateLimited, crate::audit::Outcome::RateLimited)
             .with_detail(format!("{} limit on {}", rejection.reason.as_str(), req.method));
@@ -136,6 +165,9 @@ impl Caller {
         }
         if let Some(id) = &self.request_id {
             record = record.with_request_id(id.as_ref());
+        }
+        if let Some(trace) = &self.trace {
+            record = record.with_trace_id(trace.trace_id_hex().to_string());
         }
         if let Some(ip) = self.ip {
             record = record.with_client_ip(ip);
@@ -281,6 +313,7 @@ pub(crate) fn start_on_session(
             client_timeout: app.sessions.client_request_timeout(),
             status_of: exchange::legacy_status,
             request_id: caller.request_id.clone(),
+            trace: caller.trace,
             client_ip: caller.ip,
             audit: app.audit.clone(),
         },
@@ -372,7 +405,12 @@ async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>, caller: &
                     &RpcError::invalid_request("initialize must not be part of a batch"),
                 );
             }
-            Ok(m) => messages.push(Ok(m)),
+            Ok(m) => {
+                if let Incoming::Request(r) = &m {
+                    crate::metrics::record::mcp_request(&r.method, McpEra::Legacy);
+                }
+                messages.push(Ok(m));
+            }
             Err(bad) => messages.push(Err(bad)),
         }
     }
@@ -441,12 +479,20 @@ pub async fn get(State(app): State<AppState>, principal: Option<Extension<Arc<Pr
     }
     let version = session.version();
     let buffer = app.settings.sse.stream_buffer;
-    let mut options = sse::BodyOptions::default();
+    let mut options = sse::BodyOptions { kind: Some(crate::metrics::SseKind::Get), ..Default::default() };
+    // The standalone stream carries notifications only and ends when shutdown begins; a
+    // resumed request stream stays until its answer (or the end of the grace period).
+    let mut close = session.notifications_closed.clone();
     let live = match headers::get(&headers, &headers::LAST_EVENT_ID) {
         Some(raw) => {
             // only a stream of this very session can be resumed.
             let resumed = parse_event_id(raw)
                 .and_then(|(key, seq)| session.find_stream(key).map(|s| (s, seq)))
+                .inspect(|(stream, _)| {
+                    if !session.is_get_stream(stream) {
+                        close = session.closed.clone();
+                    }
+                })
                 .ok_or_else(|| crate::session::ResumeError::Unknown(raw.to_owned()))
                 .and_then(|(stream, seq)| stream.attach(Some((raw.to_owned(), seq))));
             match resumed {
@@ -468,7 +514,7 @@ pub async fn get(State(app): State<AppState>, principal: Option<Extension<Arc<Pr
     if version.has_priming_events() {
         options.on_close = Some(sse::retry_hint(app.settings.sse.retry_ms));
     }
-    sse::response(sse::body(live, app.settings.keep_alive(), session.closed.clone(), options))
+    sse::response(sse::body(live, app.settings.keep_alive(), close, options))
 }
 
 /// DELETE: ends the session (S-08); its id then gets 404.

@@ -39,6 +39,8 @@ impl TestServer {
         // Likewise rate limits: protocol tests send bursts; the limit tests turn them on.
         settings.limits.enabled = false;
         settings.server.shutdown_grace_secs = 2;
+        // Readiness still flips at once; tests need no load balancer to notice.
+        settings.server.drain_delay_ms = 100;
         settings.sse.keep_alive_secs = 5;
         let data = tempfile::tempdir().expect("data dir");
         settings.storage.data_dir = data.path().to_owned();

@@ -1,0 +1,93 @@
+//! What replicas tell each other. On one node (SQLite) nothing leaves the process; with
+//! Postgres every replica LISTENs on one channel and each event is a `NOTIFY` (see [`pg`]), so
+//! a change made through any replica reaches all of them without extra infrastructure.
+//!
+//! Events say *what changed in shared state*, never "send this to clients": each replica
+//! re-reads the shared state and announces only real differences to its own streams. A
+//! replica that lost its LISTEN connection cannot know what it missed, so on reconnect it
+//! gets [`ClusterEvent::Resync`] and over-notifies rather than miss a change.
+
+pub mod pg;
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+/// An event between replicas.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ClusterEvent {
+    /// Tool definitions stored in the database changed: reload them.
+    ToolDefinitionsChanged,
+    /// A legacy session was ended (DELETE or expiry): drop it from every cache.
+    SessionEnded { session: String },
+    /// A legacy session's log level changed (`logging/setLevel` on some replica).
+    SessionLogLevel { session: String, level: String },
+    /// A client's answer to a server-to-client request: the POST carrying it may land on any
+    /// replica; the one whose call waits for that id completes it, the others ignore it.
+    ClientResponse { session: String, message: serde_json::Value },
+    /// `notifications/cancelled` for a request in flight on whichever replica runs it.
+    CancelRequest { session: String, request: serde_json::Value },
+    /// A 2024-11-05 `POST /messages` that reached a replica other than the one holding the
+    /// session's SSE connection (that transport cannot move: answers go on that connection).
+    LegacyMessage { session: String, message: serde_json::Value },
+    /// Delivered locally only: the connection to the other replicas was lost and is back, so
+    /// anything may have been missed.
+    Resync,
+}
+
+/// One event as sent: who sent it, so a replica can ignore its own.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Envelope {
+    pub from: String,
+    #[serde(flatten)]
+    pub event: ClusterEvent,
+}
+
+/// The cluster seam: publish to every other replica, subscribe to what they publish.
+pub trait Cluster: Send + Sync + 'static {
+    /// This replica's unique id (stable for the process's life).
+    fn replica(&self) -> &str;
+    /// Sends `event` to every other replica. Never blocks the caller on the network.
+    fn publish(&self, event: ClusterEvent);
+    /// Events from other replicas, plus local [`ClusterEvent::Resync`]s.
+    fn subscribe(&self) -> broadcast::Receiver<ClusterEvent>;
+    /// Whether events reach other replicas right now (for readiness and metrics).
+    fn connected(&self) -> bool;
+}
+
+/// A single node: there is nobody to tell.
+#[derive(Debug)]
+pub struct Standalone {
+    replica: String,
+    tx: broadcast::Sender<ClusterEvent>,
+}
+
+impl Standalone {
+    pub fn new(replica: String) -> Arc<Self> {
+        Arc::new(Self { replica, tx: broadcast::channel(16).0 })
+    }
+}
+
+impl Cluster for Standalone {
+    fn replica(&self) -> &str {
+        &self.replica
+    }
+
+    fn publish(&self, _event: ClusterEvent) {}
+
+    fn subscribe(&self) -> broadcast::Receiver<ClusterEvent> {
+        self.tx.subscribe()
+    }
+
+    fn connected(&self) -> bool {
+        true
+    }
+}
+
+/// A process-unique replica id: the configured or host name plus a random suffix, because
+/// several processes may share a host name (tests, `docker compose --scale`).
+pub fn instance_id(name: &str) -> String {
+    format!("{name}-{:08x}", rand::random::<u32>())
+}

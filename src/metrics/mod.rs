@@ -1,0 +1,237 @@
+//! Prometheus metrics: every name, its help text and its buckets are declared here, and the
+//! rest of the code records through the small typed helpers in [`record`] (and the HTTP layer
+//! in [`http`]), so call sites stay one line and label values stay bounded: route templates,
+//! method names from a fixed list, registered tool names, outcomes. Never raw paths, user ids
+//! or tokens.
+//!
+//! `/metrics` is served on the admin listener only ([`router`], merged in `app::start_admin`),
+//! without authentication, because Prometheus scrapes it: the admin port must never be
+//! reachable from outside (bind it to loopback or a port the load balancer does not expose).
+//!
+//! Recording is cheap on the hot path: label sets that are fixed are resolved to handles once
+//! (per tool, per route, per method), so a request costs a few atomic operations and no
+//! allocation. Gauges that mirror state owned elsewhere (sessions, queues, pools, limiter
+//! keys) are sampled when `/metrics` is scraped instead of being updated on every change.
+
+pub mod http;
+pub mod record;
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+pub use record::{McpEra, SseKind, ToolMetrics};
+
+use crate::app::AppState;
+
+// ===== names =====
+
+/// Gauge, always 1: `{version, git_sha}` of the running binary.
+pub const BUILD_INFO: &str = "toolgate_build_info";
+/// Counter `{route, method, status}`.
+pub const HTTP_REQUESTS: &str = "toolgate_http_requests_total";
+/// Histogram `{route, method}`: time to the response head (an SSE stream counts until it opens).
+pub const HTTP_REQUEST_DURATION: &str = "toolgate_http_request_duration_seconds";
+/// Gauge: public-port requests whose response head has not been sent yet.
+pub const HTTP_REQUESTS_IN_FLIGHT: &str = "toolgate_http_requests_in_flight";
+/// Counter `{method, era}`.
+pub const MCP_REQUESTS: &str = "toolgate_mcp_requests_total";
+/// Counter `{code}`.
+pub const JSONRPC_ERRORS: &str = "toolgate_jsonrpc_errors_total";
+/// Counter `{tool, outcome}`.
+pub const TOOL_CALLS: &str = "toolgate_tool_calls_total";
+/// Histogram `{tool}`.
+pub const TOOL_CALL_DURATION: &str = "toolgate_tool_call_duration_seconds";
+/// Gauge (sampled): calls waiting for a concurrency slot.
+pub const TOOL_CALLS_QUEUED: &str = "toolgate_tool_calls_queued";
+/// Gauge (sampled): legacy sessions.
+pub const SESSIONS_OPEN: &str = "toolgate_sessions_open";
+/// Gauge `{kind}`.
+pub const SSE_STREAMS_OPEN: &str = "toolgate_sse_streams_open";
+/// Counter: list_changed notifications queued on a stream.
+pub const LIST_CHANGED_SENT: &str = "toolgate_list_changed_sent_total";
+/// Histogram: from the change's publication to its notification being queued on a stream.
+pub const LIST_CHANGED_FANOUT: &str = "toolgate_list_changed_fanout_seconds";
+/// Counter `{result, reason}`.
+pub const AUTH_VALIDATIONS: &str = "toolgate_auth_validations_total";
+/// Counter `{result}`.
+pub const JWKS_REFRESHES: &str = "toolgate_jwks_refreshes_total";
+/// Counter `{result}`.
+pub const INTROSPECTION_REQUESTS: &str = "toolgate_introspection_requests_total";
+/// Counter `{result}`.
+pub const INTROSPECTION_CACHE: &str = "toolgate_introspection_cache_total";
+/// Counter `{reason}`.
+pub const RATE_LIMIT_REJECTIONS: &str = "toolgate_rate_limit_rejections_total";
+/// Gauge (sampled).
+pub const RATE_LIMIT_TRACKED_KEYS: &str = "toolgate_rate_limit_tracked_keys";
+/// Gauge (sampled).
+pub const AUDIT_QUEUE_DEPTH: &str = "toolgate_audit_queue_depth";
+/// Gauge (sampled).
+pub const AUDIT_SPOOL_BYTES: &str = "toolgate_audit_spool_bytes";
+/// Histogram: one database insert of a batch (fresh or replayed), successful or not.
+pub const AUDIT_BATCH_DURATION: &str = "toolgate_audit_batch_duration_seconds";
+/// Counter.
+pub const AUDIT_RECORDS_WRITTEN: &str = "toolgate_audit_records_written_total";
+/// Counter.
+pub const AUDIT_REPLAYED_RECORDS: &str = "toolgate_audit_replayed_records_total";
+/// Gauge (sampled) `{state}`.
+pub const DB_POOL_CONNECTIONS: &str = "toolgate_db_pool_connections";
+/// Counter `{source, result}`, recorded by `tooldef::sources`.
+pub const TOOL_RELOADS: &str = "toolgate_tool_reloads_total";
+/// Gauge `{source}`, recorded by `tooldef::sources`.
+pub const TOOLS: &str = "toolgate_tools";
+
+/// Request-path latencies: 100 µs to 10 s.
+const LATENCY_BUCKETS: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+/// Tool calls: the same, continued up to the longest timeouts tools are given.
+const TOOL_BUCKETS: &[f64] =
+    &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
+/// Fan-out is in-process work: 10 µs to 1 s.
+const FANOUT_BUCKETS: &[f64] =
+    &[0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+
+/// How often histogram samples are folded into their buckets when nobody scrapes (the
+/// recorder keeps raw samples until then).
+const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The content type of the text exposition format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The git commit the binary was built from: `TOOLGATE_GIT_SHA` at build time (set by
+/// `build.rs` from `git rev-parse`, or by the image build), else "unknown".
+pub const GIT_SHA: &str = match option_env!("TOOLGATE_GIT_SHA") {
+    Some(sha) => sha,
+    None => "unknown",
+};
+
+// ===== install =====
+
+/// Installs the process-wide Prometheus recorder (once; later calls return the same handle:
+/// tests start several servers in one process) and registers every help text. Metrics
+/// recorded before this go nowhere, so `AppState::new` calls it first.
+pub fn install() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = builder().build_recorder();
+            let handle = recorder.handle();
+            if let Err(e) = metrics::set_global_recorder(recorder) {
+                // Someone else's recorder (an embedding application): ours renders nothing.
+                tracing::warn!(error = %e, "a metrics recorder is already installed; /metrics will be empty");
+            }
+            describe();
+            metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "git_sha" => GIT_SHA).set(1.0);
+            spawn_upkeep(handle.clone());
+            handle
+        })
+        .clone()
+}
+
+fn builder() -> PrometheusBuilder {
+    let histograms = [
+        (HTTP_REQUEST_DURATION, LATENCY_BUCKETS),
+        (TOOL_CALL_DURATION, TOOL_BUCKETS),
+        (AUDIT_BATCH_DURATION, LATENCY_BUCKETS),
+        (LIST_CHANGED_FANOUT, FANOUT_BUCKETS),
+    ];
+    let mut builder = PrometheusBuilder::new();
+    for (name, buckets) in histograms {
+        builder = builder.set_buckets_for_metric(Matcher::Full(name.to_owned()), buckets).expect("bucket lists are not empty");
+    }
+    builder
+}
+
+/// Folds histogram samples into buckets periodically, so memory stays bounded between
+/// scrapes. A plain thread: the recorder outlives any one runtime (tests run many).
+fn spawn_upkeep(handle: PrometheusHandle) {
+    let spawned = std::thread::Builder::new().name("metrics-upkeep".into()).spawn(move || {
+        loop {
+            std::thread::sleep(UPKEEP_INTERVAL);
+            handle.run_upkeep();
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "cannot start the metrics upkeep thread; histograms are folded only when scraped");
+    }
+}
+
+/// Help text and unit of every metric.
+pub fn describe() {
+    describe_gauge!(BUILD_INFO, "Always 1; the labels name the running version and the git commit it was built from.");
+    describe_counter!(HTTP_REQUESTS, "HTTP requests on the public port by route template, method and status.");
+    describe_histogram!(
+        HTTP_REQUEST_DURATION,
+        Unit::Seconds,
+        "Time from a public-port request to its response head (SSE streams: until the stream opens)."
+    );
+    describe_gauge!(HTTP_REQUESTS_IN_FLIGHT, "Public-port requests whose response head has not been sent yet.");
+    describe_counter!(MCP_REQUESTS, "JSON-RPC requests received by MCP method (\"other\" for unknown ones) and protocol era.");
+    describe_counter!(JSONRPC_ERRORS, "JSON-RPC error responses sent, by error code (\"other\" for codes this server does not define).");
+    describe_counter!(TOOL_CALLS, "tools/call requests by tool (\"unknown\" when no such tool is registered) and outcome.");
+    describe_histogram!(TOOL_CALL_DURATION, Unit::Seconds, "tools/call duration including the wait for a concurrency slot.");
+    describe_gauge!(TOOL_CALLS_QUEUED, "Tool calls waiting for a concurrency slot (a tool's own limit or the server-wide one).");
+    describe_gauge!(SESSIONS_OPEN, "Open legacy (2025-11-25 and older) sessions.");
+    describe_gauge!(SSE_STREAMS_OPEN, "Open SSE response streams by kind (get, post, listen, legacy_sse).");
+    describe_counter!(LIST_CHANGED_SENT, "list_changed notifications queued on a client stream (one per stream and change).");
+    describe_histogram!(
+        LIST_CHANGED_FANOUT,
+        Unit::Seconds,
+        "Time from a list change's publication to its notification being queued on each stream."
+    );
+    describe_counter!(AUTH_VALIDATIONS, "Bearer-token checks by result (ok, rejected) and reason of a rejection.");
+    describe_counter!(JWKS_REFRESHES, "Fetches of an issuer's signing keys (JWKS) by result.");
+    describe_counter!(INTROSPECTION_REQUESTS, "Token introspection requests (RFC 7662) by result: active, inactive, error.");
+    describe_counter!(INTROSPECTION_CACHE, "Introspection cache look-ups by result: hit, miss.");
+    describe_counter!(RATE_LIMIT_REJECTIONS, "Requests refused by a rate limit, by the limit (client, tool, global, auth_failures).");
+    describe_gauge!(RATE_LIMIT_TRACKED_KEYS, "Keys the rate limiter tracks now (clients, tools, addresses).");
+    describe_gauge!(AUDIT_QUEUE_DEPTH, "Audit records waiting for the background writer.");
+    describe_gauge!(AUDIT_SPOOL_BYTES, Unit::Bytes, "Bytes in the audit spool not yet confirmed in the database.");
+    describe_histogram!(AUDIT_BATCH_DURATION, Unit::Seconds, "Duration of one audit batch insert into the database, successful or not.");
+    describe_counter!(AUDIT_RECORDS_WRITTEN, "Audit records inserted into the database (directly or from the spool).");
+    describe_counter!(AUDIT_REPLAYED_RECORDS, "Audit records moved from the spool into the database.");
+    describe_gauge!(DB_POOL_CONNECTIONS, "Database pool connections by state (idle, in_use).");
+    describe_counter!(TOOL_RELOADS, "Reloads of tool definitions by source and result (ok, invalid).");
+    describe_gauge!(TOOLS, "Tools served from each definition source.");
+}
+
+// ===== /metrics =====
+
+/// `GET /metrics`, for the admin listener only.
+pub fn router(state: AppState) -> Router {
+    Router::new().route("/metrics", get(scrape)).with_state(state)
+}
+
+async fn scrape(State(app): State<AppState>) -> Response {
+    sample(&app);
+    let body = app.metrics.render();
+    ([(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE))], body).into_response()
+}
+
+/// Refreshes the gauges that mirror state owned elsewhere: cheap reads, always fresh.
+fn sample(app: &AppState) {
+    metrics::gauge!(SESSIONS_OPEN).set(app.sessions.len() as f64);
+    let tools = app.server.tools.snapshot();
+    let queued = app.server.calls.queued() + tools.iter().filter_map(|t| t.bulkhead.as_ref()).map(|b| b.queued()).sum::<usize>();
+    metrics::gauge!(TOOL_CALLS_QUEUED).set(queued as f64);
+    if let Some(limiter) = &app.limiter {
+        metrics::gauge!(RATE_LIMIT_TRACKED_KEYS).set(limiter.tracked_keys() as f64);
+    }
+    if let Some(audit) = &app.audit {
+        metrics::gauge!(AUDIT_QUEUE_DEPTH).set(audit.queue_depth() as f64);
+        metrics::gauge!(AUDIT_SPOOL_BYTES).set(audit.spool_bytes() as f64);
+    }
+    let (size, idle) = match app.store.backend() {
+        crate::store::Backend::Sqlite(pool) => (pool.size(), pool.num_idle()),
+        crate::store::Backend::Postgres(pool) => (pool.size(), pool.num_idle()),
+    };
+    let idle = u32::try_from(idle).unwrap_or(size).min(size);
+    metrics::gauge!(DB_POOL_CONNECTIONS, "state" => "idle").set(f64::from(idle));
+    metrics::gauge!(DB_POOL_CONNECTIONS, "state" => "in_use").set(f64::from(size - idle));
+}

@@ -1,0 +1,401 @@
+//! The typed helpers the rest of the code records through. Each takes values whose label is
+//! bounded by construction (an enum, a registered tool, a name from a fixed list) and resolves
+//! its handle once, so recording on the request path is an atomic add, not a registry look-up
+//! with a freshly allocated label set.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use metrics::{Counter, Gauge, Histogram, SharedString};
+
+use super::{
+    AUDIT_BATCH_DURATION, AUDIT_RECORDS_WRITTEN, AUDIT_REPLAYED_RECORDS, AUTH_VALIDATIONS, INTROSPECTION_CACHE, INTROSPECTION_REQUESTS,
+    JSONRPC_ERRORS, JWKS_REFRESHES, LIST_CHANGED_FANOUT, LIST_CHANGED_SENT, MCP_REQUESTS, RATE_LIMIT_REJECTIONS, SSE_STREAMS_OPEN,
+    TOOL_CALL_DURATION, TOOL_CALLS,
+};
+use crate::audit::Outcome;
+use crate::auth::bearer::Refusal;
+use crate::limits::Reason;
+use crate::protocol::jsonrpc::code;
+
+/// A handle resolved on first use at this call site: `once!(counter!(NAME, "k" => "v"))`.
+/// Only for label sets fixed at the call site.
+macro_rules! once {
+    ($kind:ident!($($args:tt)*)) => {{
+        static HANDLE: OnceLock<once!(@type $kind)> = OnceLock::new();
+        HANDLE.get_or_init(|| metrics::$kind!($($args)*))
+    }};
+    (@type counter) => { Counter };
+    (@type gauge) => { Gauge };
+    (@type histogram) => { Histogram };
+}
+
+// ===== MCP requests and JSON-RPC errors =====
+
+/// The transport a JSON-RPC request arrived on: the `era` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum McpEra {
+    /// 2026-07-28 stateless requests.
+    Modern,
+    /// Streamable HTTP sessions (2025-03-26 to 2025-11-25).
+    Legacy,
+    /// The deprecated 2024-11-05 HTTP+SSE transport.
+    Sse2024,
+}
+
+impl McpEra {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Modern => "modern",
+            Self::Legacy => "legacy",
+            Self::Sse2024 => "sse2024",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Self::Modern => 0,
+            Self::Legacy => 1,
+            Self::Sse2024 => 2,
+        }
+    }
+}
+
+/// Method names with a label of their own; anything else a client sends is "other".
+const MCP_METHODS: [&str; 15] = [
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "subscriptions/listen",
+];
+
+/// Counts one JSON-RPC request (not notifications or responses).
+pub fn mcp_request(method: &str, era: McpEra) {
+    static HANDLES: [[OnceLock<Counter>; 3]; MCP_METHODS.len() + 1] = [const { [const { OnceLock::new() }; 3] }; MCP_METHODS.len() + 1];
+    let i = MCP_METHODS.iter().position(|m| *m == method).unwrap_or(MCP_METHODS.len());
+    let label = MCP_METHODS.get(i).copied().unwrap_or("other");
+    HANDLES[i][era.index()].get_or_init(|| metrics::counter!(MCP_REQUESTS, "method" => label, "era" => era.as_str())).increment(1);
+}
+
+/// Codes with a label of their own; anything else is "other".
+const ERROR_CODES: [(i32, &str); 11] = [
+    (code::PARSE_ERROR, "-32700"),
+    (code::INVALID_REQUEST, "-32600"),
+    (code::METHOD_NOT_FOUND, "-32601"),
+    (code::INVALID_PARAMS, "-32602"),
+    (code::INTERNAL_ERROR, "-32603"),
+    (code::TRANSPORT, "-32000"),
+    (code::SESSION_NOT_FOUND, "-32001"),
+    (code::RESOURCE_NOT_FOUND, "-32002"),
+    (code::HEADER_MISMATCH, "-32020"),
+    (code::MISSING_CLIENT_CAPABILITY, "-32021"),
+    (code::UNSUPPORTED_PROTOCOL_VERSION, "-32022"),
+];
+
+/// Counts one JSON-RPC error response put on the wire.
+pub fn jsonrpc_error(error_code: i32) {
+    static HANDLES: [OnceLock<Counter>; ERROR_CODES.len() + 1] = [const { OnceLock::new() }; ERROR_CODES.len() + 1];
+    let i = ERROR_CODES.iter().position(|(c, _)| *c == error_code).unwrap_or(ERROR_CODES.len());
+    let label = ERROR_CODES.get(i).map_or("other", |(_, l)| *l);
+    HANDLES[i].get_or_init(|| metrics::counter!(JSONRPC_ERRORS, "code" => label)).increment(1);
+}
+
+// ===== tools =====
+
+/// Every outcome, in [`outcome_index`] order.
+const OUTCOMES: [Outcome; 8] = [
+    Outcome::Ok,
+    Outcome::ToolError,
+    Outcome::Timeout,
+    Outcome::Cancelled,
+    Outcome::Denied,
+    Outcome::RateLimited,
+    Outcome::InvalidInput,
+    Outcome::InternalError,
+];
+
+/// Exhaustive, so a new outcome cannot be forgotten here.
+fn outcome_index(outcome: Outcome) -> usize {
+    match outcome {
+        Outcome::Ok => 0,
+        Outcome::ToolError => 1,
+        Outcome::Timeout => 2,
+        Outcome::Cancelled => 3,
+        Outcome::Denied => 4,
+        Outcome::RateLimited => 5,
+        Outcome::InvalidInput => 6,
+        Outcome::InternalError => 7,
+    }
+}
+
+/// The handles of one tool: a counter per outcome (all registered at once, so every outcome
+/// has a series from the first call and rates over them never miss a zero) and the duration.
+pub struct ToolMetrics {
+    calls: [Counter; OUTCOMES.len()],
+    duration: Histogram,
+}
+
+impl std::fmt::Debug for ToolMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolMetrics").finish_non_exhaustive()
+    }
+}
+
+impl ToolMetrics {
+    /// Handles for a registered tool (its name is the label: bounded by the registry).
+    pub fn new(tool: &str) -> Self {
+        let tool = SharedString::from(Arc::<str>::from(tool));
+        Self {
+            calls: OUTCOMES.map(|o| metrics::counter!(TOOL_CALLS, "tool" => tool.clone(), "outcome" => o.as_str())),
+            duration: metrics::histogram!(TOOL_CALL_DURATION, "tool" => tool),
+        }
+    }
+
+    /// The handles for calls naming no registered tool: label "unknown".
+    pub fn unknown() -> &'static Self {
+        static UNKNOWN: OnceLock<ToolMetrics> = OnceLock::new();
+        UNKNOWN.get_or_init(|| Self::new("unknown"))
+    }
+
+    pub fn record(&self, outcome: Outcome, elapsed: Duration) {
+        self.calls[outcome_index(outcome)].increment(1);
+        self.duration.record(elapsed.as_secs_f64());
+    }
+}
+
+// ===== streams and fan-out =====
+
+/// What an SSE response stream carries: the `kind` label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SseKind {
+    /// A legacy session's standalone GET stream (or its resumption).
+    Get,
+    /// A POST answered as a stream (either era).
+    Post,
+    /// A modern `subscriptions/listen` stream.
+    Listen,
+    /// The 2024-11-05 transport's `GET /sse` connection.
+    LegacySse,
+}
+
+impl SseKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Get => "get",
+            Self::Post => "post",
+            Self::Listen => "listen",
+            Self::LegacySse => "legacy_sse",
+        }
+    }
+
+    fn gauge(self) -> &'static Gauge {
+        static GAUGES: [OnceLock<Gauge>; 4] = [const { OnceLock::new() }; 4];
+        let i = match self {
+            Self::Get => 0,
+            Self::Post => 1,
+            Self::Listen => 2,
+            Self::LegacySse => 3,
+        };
+        GAUGES[i].get_or_init(|| metrics::gauge!(SSE_STREAMS_OPEN, "kind" => self.as_str()))
+    }
+}
+
+/// Counts one open stream for as long as it lives: held by the stream's body, so every end
+/// (client gone, stream finished, shutdown, body never polled) decrements.
+pub struct SseOpen(&'static Gauge);
+
+impl SseOpen {
+    pub fn new(kind: SseKind) -> Self {
+        let gauge = kind.gauge();
+        gauge.increment(1.0);
+        Self(gauge)
+    }
+}
+
+impl Drop for SseOpen {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
+/// One list_changed notification queued on a stream; `published` is when the change was
+/// published (absent for the catch-up notifications after the fan-out lagged).
+pub fn list_changed_sent(published: Option<Instant>) {
+    once!(counter!(LIST_CHANGED_SENT)).increment(1);
+    if let Some(at) = published {
+        once!(histogram!(LIST_CHANGED_FANOUT)).record(at.elapsed().as_secs_f64());
+    }
+}
+
+// ===== auth =====
+
+/// A bearer token accepted by the gate.
+pub fn auth_ok() {
+    // The reason of an accepted token is empty, which Prometheus treats as no label.
+    once!(counter!(AUTH_VALIDATIONS, "result" => "ok", "reason" => "")).increment(1);
+}
+
+/// A request refused by the bearer gate.
+pub fn auth_refused(refusal: &Refusal) {
+    let reason = match refusal {
+        Refusal::Missing => "missing_token",
+        Refusal::Malformed(_) => "malformed_header",
+        Refusal::Invalid(why) => token_rejection_reason(why),
+        Refusal::InsufficientScope(_) => "insufficient_scope",
+        Refusal::Unavailable => "verifier_unavailable",
+    };
+    metrics::counter!(AUTH_VALIDATIONS, "result" => "rejected", "reason" => reason).increment(1);
+}
+
+/// Why a token was invalid, from the fixed descriptions of `auth::jwt` and
+/// `auth::introspection` (`TokenError::Invalid`); first match wins, "invalid_token" otherwise.
+fn token_rejection_reason(why: &str) -> &'static str {
+    // Order matters: several descriptions mention the issuer or the algorithm in passing.
+    const RULES: [(&str, &str); 18] = [
+        ("lacks", "missing_claim"),
+        ("expired", "expired"),
+        ("not valid yet", "not_yet_valid"),
+        ("in the future", "not_yet_valid"),
+        ("audience", "wrong_audience"),
+        ("not active", "introspection_inactive"),
+        ("no signing key", "unknown_key"),
+        ("several issuer keys", "unknown_key"),
+        ("signature", "bad_signature"),
+        ("cannot verify", "bad_signature"),
+        ("alg", "bad_algorithm"),
+        ("issuer is not a string", "malformed_token"),
+        ("issuer", "unknown_issuer"),
+        ("subject", "invalid_subject"),
+        ("malformed", "malformed_token"),
+        ("too large", "malformed_token"),
+        ("(JWE)", "malformed_token"),
+        ("critical", "malformed_token"),
+    ];
+    RULES.iter().find(|(needle, _)| why.contains(needle)).map_or("invalid_token", |(_, reason)| reason)
+}
+
+/// One fetch of an issuer's JWKS.
+pub fn jwks_refresh(ok: bool) {
+    if ok {
+        once!(counter!(JWKS_REFRESHES, "result" => "ok")).increment(1);
+    } else {
+        once!(counter!(JWKS_REFRESHES, "result" => "error")).increment(1);
+    }
+}
+
+/// How an introspection request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Introspection {
+    Active,
+    Inactive,
+    /// The endpoint failed or could not be reached.
+    Error,
+}
+
+pub fn introspection_request(result: Introspection) {
+    match result {
+        Introspection::Active => once!(counter!(INTROSPECTION_REQUESTS, "result" => "active")).increment(1),
+        Introspection::Inactive => once!(counter!(INTROSPECTION_REQUESTS, "result" => "inactive")).increment(1),
+        Introspection::Error => once!(counter!(INTROSPECTION_REQUESTS, "result" => "error")).increment(1),
+    }
+}
+
+pub fn introspection_cache(hit: bool) {
+    if hit {
+        once!(counter!(INTROSPECTION_CACHE, "result" => "hit")).increment(1);
+    } else {
+        once!(counter!(INTROSPECTION_CACHE, "result" => "miss")).increment(1);
+    }
+}
+
+// ===== limits =====
+
+/// A request refused by a rate limit.
+pub fn rate_limited(reason: Reason) {
+    static HANDLES: [OnceLock<Counter>; 5] = [const { OnceLock::new() }; 5];
+    let i = match reason {
+        Reason::Client => 0,
+        Reason::Tool => 1,
+        Reason::Global => 2,
+        Reason::AuthFailures => 3,
+        Reason::BackendUnavailable => 4,
+    };
+    HANDLES[i].get_or_init(|| metrics::counter!(RATE_LIMIT_REJECTIONS, "reason" => reason.as_str())).increment(1);
+}
+
+// ===== audit =====
+
+/// One batch insert into the database; `written` is the number of records when it succeeded.
+pub fn audit_batch(elapsed: Duration, written: Option<usize>) {
+    once!(histogram!(AUDIT_BATCH_DURATION)).record(elapsed.as_secs_f64());
+    if let Some(n) = written {
+        once!(counter!(AUDIT_RECORDS_WRITTEN)).increment(n as u64);
+    }
+}
+
+/// Records confirmed in the database from the spool.
+pub fn audit_replayed(records: usize) {
+    once!(counter!(AUDIT_REPLAYED_RECORDS)).increment(records as u64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_descriptions_map_to_bounded_reasons() {
+        let cases = [
+            ("token has expired", "expired"),
+            ("token is expired", "expired"),
+            ("token audience does not include this resource", "wrong_audience"),
+            ("token audience does not include this server", "wrong_audience"),
+            ("token issuer is not trusted", "unknown_issuer"),
+            ("token issuer is not trusted here", "unknown_issuer"),
+            ("token issuer mismatch", "unknown_issuer"),
+            ("token is not active", "introspection_inactive"),
+            ("no signing key of the issuer matches the token's kid and alg", "unknown_key"),
+            ("token names no kid and several issuer keys fit", "unknown_key"),
+            ("signature does not verify", "bad_signature"),
+            ("the issuer's key cannot verify this token", "bad_signature"),
+            ("signing algorithm not allowed for this issuer", "bad_algorithm"),
+            ("unsigned tokens (alg none) are not accepted", "bad_algorithm"),
+            ("token lacks the required claim iss", "missing_claim"),
+            ("token lacks the required claim exp", "missing_claim"),
+            ("token is not valid yet (nbf)", "not_yet_valid"),
+            ("token is issued in the future (iat)", "not_yet_valid"),
+            ("malformed token header", "malformed_token"),
+            ("malformed token: not a JWS compact serialization", "malformed_token"),
+            ("token issuer is not a string", "malformed_token"),
+            ("token too large", "malformed_token"),
+            ("encrypted tokens (JWE) are not accepted", "malformed_token"),
+            ("token header has critical extensions", "malformed_token"),
+            ("token subject is empty or has control characters", "invalid_subject"),
+            ("token has no usable subject", "invalid_subject"),
+            ("signing algorithm does not fit the key", "bad_algorithm"),
+            ("token header has no alg", "bad_algorithm"),
+            ("token rejected", "invalid_token"),
+        ];
+        for (why, reason) in cases {
+            assert_eq!(token_rejection_reason(why), reason, "{why}");
+        }
+    }
+
+    #[test]
+    fn unknown_methods_and_codes_share_one_label() {
+        assert_eq!(MCP_METHODS.iter().position(|m| *m == "tools/call"), Some(4));
+        assert!(!MCP_METHODS.contains(&"other"));
+        assert!(ERROR_CODES.iter().all(|(c, l)| c.to_string() == *l));
+        assert_eq!(OUTCOMES.iter().map(|o| outcome_index(*o)).collect::<Vec<_>>(), (0..OUTCOMES.len()).collect::<Vec<_>>());
+    }
+}

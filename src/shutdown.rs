@@ -1,0 +1,140 @@
+//! Graceful shutdown. When [`Shared::shutdown`](crate::app::Shared) is cancelled (SIGTERM,
+//! Ctrl-C, [`Running::stop`](crate::app::Running::stop)), in this order:
+//!
+//! 1. **At once**: `/readyz` answers 503, so the load balancer stops routing here. Streams that
+//!    only carry notifications end with their closing frame: modern `subscriptions/listen`
+//!    streams with their final result, legacy GET streams with a `retry` hint (2025-11-25),
+//!    2024-11-05 `/sse` connections by closing. New ones opened now end the same way.
+//! 2. **After `server.drain_delay_ms`** (the load balancer's reaction time) the listener stops
+//!    accepting; idle keep-alive connections close, and a request still arriving on an open
+//!    connection gets 503 + `Retry-After` + `Connection: close` ([`refuse_when_closing`]).
+//! 3. **Requests in flight run on** until shortly before the end of `server.shutdown_grace_secs`;
+//!    when they are all done earlier, shutdown goes on at once.
+//! 4. **Then** tool calls still running are stopped ([`McpServer::halt`](crate::server::McpServer)):
+//!    each answers an `isError` result saying the server is shutting down (on its stream, if
+//!    the client is still there) and is audited as `cancelled`; then every legacy session ends.
+//! 5. **At the end of the grace period** connections still open are abandoned.
+//! 6. The audit log is flushed (database, else the fsynced spool), bounded by
+//!    `audit.write_timeout_ms`; with the OTLP exporter, `main` flushes spans last.
+//!
+//! So the process is gone within the grace period plus the audit flush, however many streams
+//! are open: ending them is one token.
+
+use std::future::IntoFuture as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Response, StatusCode, Version, header};
+use axum::middleware::Next;
+use axum::serve::ListenerExt as _;
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+
+use crate::app::AppState;
+
+/// The part of the grace period kept for stopped calls to answer and connections to close:
+/// a second, or a quarter of a short grace period.
+fn stop_margin(grace: Duration) -> Duration {
+    (grace / 4).min(Duration::from_secs(1))
+}
+
+/// Serves `app` on `listener` until shutdown has run its course (see the module docs).
+pub(crate) async fn serve(listener: TcpListener, app: Router, state: AppState) -> std::io::Result<()> {
+    let stop = state.shutdown.clone();
+    let closing = state.closing.clone();
+    let drain = state.settings.drain_delay();
+    let stop_accepting = async move {
+        stop.cancelled().await;
+        tokio::time::sleep(drain).await;
+        closing.cancel();
+        tracing::info!("drain delay over: no longer accepting connections");
+    };
+    // Small JSON-RPC answers must not wait for Nagle's algorithm (measured: p99 3.6 ms
+    // instead of ~0.1 ms at one connection without this).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
+    let serve = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(stop_accepting);
+    let mut serve = std::pin::pin!(serve.into_future());
+    tokio::select! {
+        // Only an accept loop that failed ends before shutdown.
+        served = &mut serve => return served,
+        () = state.shutdown.cancelled() => {}
+    }
+    let started = Instant::now();
+    let grace = state.settings.shutdown_grace();
+    let tasks = &state.server.tasks;
+    // Lets `wait` finish once the running requests are done; later ones are still tracked.
+    tasks.close();
+    state.sessions.end_notification_streams();
+    tracing::info!(
+        grace_secs = grace.as_secs(),
+        drain_ms = u64::try_from(drain.as_millis()).unwrap_or(u64::MAX),
+        sessions = state.sessions.len(),
+        listen_streams = state.listeners.len(),
+        requests_in_flight = tasks.len(),
+        "shutting down: readiness is 503, notification streams ended"
+    );
+
+    let mut served = None;
+    let all_done = async {
+        served = Some((&mut serve).await);
+        tasks.wait().await;
+    };
+    let soft_deadline = started + grace.saturating_sub(stop_margin(grace));
+    if tokio::time::timeout_at(soft_deadline, all_done).await.is_err() {
+        tracing::warn!(requests_in_flight = tasks.len(), "grace period nearly over: stopping the tool calls still running");
+        state.server.halt.cancel();
+        // Stopped calls answer (and write their audit records) within moments.
+        let _ = tokio::time::timeout(stop_margin(grace) / 2, tasks.wait()).await;
+    }
+    // Whatever still runs in a legacy session is cancelled; its streams end.
+    state.sessions.close_all();
+    if served.is_none() {
+        match tokio::time::timeout_at(started + grace, &mut serve).await {
+            Ok(result) => served = Some(result),
+            Err(_) => tracing::warn!(grace_secs = grace.as_secs(), "connections still open at the end of the grace period; closing them"),
+        }
+    }
+    // Every record reaches the database or the fsynced spool before the process ends.
+    if let Some(audit) = &state.audit {
+        audit.shutdown(state.settings.audit.write_timeout().max(Duration::from_secs(1))).await;
+    }
+    tracing::info!(elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "shutdown complete");
+    served.unwrap_or(Ok(()))
+}
+
+/// After the drain delay: a request that still arrives on an open connection is refused with
+/// 503, `Retry-After` and (HTTP/1) `Connection: close`, so the client reconnects and lands on
+/// another replica.
+pub async fn refuse_when_closing(State(state): State<AppState>, request: Request, next: Next) -> Response<Body> {
+    if !state.closing.is_cancelled() {
+        return next.run(request).await;
+    }
+    let mut res = crate::transport::headers::transport_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Service Unavailable: the server is shutting down; retry the request",
+    );
+    res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    if request.version() < Version::HTTP_2 {
+        res.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stop_margin_fits_short_and_long_grace_periods() {
+        assert_eq!(stop_margin(Duration::from_secs(20)), Duration::from_secs(1));
+        assert_eq!(stop_margin(Duration::from_secs(2)), Duration::from_millis(500));
+        assert_eq!(stop_margin(Duration::ZERO), Duration::ZERO);
+    }
+}

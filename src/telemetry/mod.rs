@@ -1,0 +1,148 @@
+//! Logs and traces: readable lines for people, JSON lines for log pipelines (`RUST_LOG`
+//! overrides the configured filter), and with the `otel` feature OpenTelemetry spans exported
+//! over OTLP/HTTP.
+//!
+//! Every request runs in a `request` span carrying `request_id` and `trace_id` ([`http`]); an
+//! MCP request whose `_meta` names another trace gets an `mcp` span with that `trace_id`
+//! ([`mcp_span`]). Inside them: `auth` (bearer verification), `rate_limit`, `tool` (one
+//! execution, with the tool's name) and, in the audit writer, `audit.write`. Spans carry ids,
+//! names and outcomes only: never a token, a secret or an argument value.
+
+pub mod http;
+mod json;
+#[cfg(feature = "otel")]
+mod otel;
+pub mod trace_context;
+
+use tracing::Span;
+use tracing::field::{Empty, display};
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
+
+pub use trace_context::{TraceContext, TraceIdHex};
+
+use crate::config::{LogFormat, LogSettings};
+
+/// What [`init`] set up; [`Telemetry::shutdown`] flushes spans still waiting for export.
+#[must_use = "dropping it without shutdown() can lose the last spans"]
+#[derive(Debug, Default)]
+pub struct Telemetry {
+    #[cfg(feature = "otel")]
+    provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Exports what is buffered and stops the exporter. Blocks (up to the exporter's timeout):
+    /// call it from a blocking context, e.g. `spawn_blocking`.
+    pub fn shutdown(self) {
+        #[cfg(feature = "otel")]
+        if let Some(provider) = self.provider
+            && let Err(e) = provider.shutdown()
+        {
+            eprintln!("toolgate: cannot flush the last trace spans: {e}");
+        }
+    }
+}
+
+/// Installs the global subscriber writing to stdout; a second call (tests) is a no-op.
+pub fn init(settings: &LogSettings) -> Telemetry {
+    use std::io::IsTerminal as _;
+    // Colour only for a person at a terminal; files and pipes get plain text.
+    install(settings, std::io::stdout, std::io::stdout().is_terminal())
+}
+
+/// Like [`init`], writing to `writer` (tests capture log lines this way).
+pub fn init_with_writer<W>(settings: &LogSettings, writer: W) -> Telemetry
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    install(settings, writer, false)
+}
+
+fn install<W>(settings: &LogSettings, writer: W, ansi: bool) -> Telemetry
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.filter));
+    let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> = Vec::with_capacity(2);
+    match settings.format {
+        // One filter for both: span fields are kept only for spans that are logged.
+        LogFormat::Json => layers.push(
+            json::SpanFields
+                .and_then(tracing_subscriber::fmt::layer().event_format(json::JsonLines).with_writer(writer))
+                .with_filter(filter)
+                .boxed(),
+        ),
+        LogFormat::Pretty => layers.push(
+            tracing_subscriber::fmt::layer().compact().with_target(true).with_ansi(ansi).with_writer(writer).with_filter(filter).boxed(),
+        ),
+    }
+    #[cfg_attr(not(feature = "otel"), expect(unused_mut, reason = "only the otel feature adds the provider"))]
+    let mut telemetry = Telemetry::default();
+    #[cfg(feature = "otel")]
+    let otel_error = match settings.otlp.endpoint.as_deref() {
+        None => None,
+        Some(endpoint) => match otel::pipeline(endpoint, &settings.otlp) {
+            Ok((layer, provider)) => {
+                layers.push(layer);
+                telemetry.provider = Some(provider);
+                None
+            }
+            Err(e) => Some(e),
+        },
+    };
+    if tracing_subscriber::registry().with(layers).try_init().is_err() {
+        return telemetry;
+    }
+    #[cfg(feature = "otel")]
+    match (otel_error, settings.otlp.endpoint.as_deref()) {
+        (Some(e), _) => tracing::error!(error = %e, "cannot start the OTLP trace exporter; traces are not exported"),
+        (None, Some(endpoint)) => tracing::info!(endpoint, sample_ratio = settings.otlp.sample_ratio, "exporting traces over OTLP/HTTP"),
+        (None, None) => {}
+    }
+    #[cfg(not(feature = "otel"))]
+    if let Some(endpoint) = &settings.otlp.endpoint {
+        tracing::warn!(
+            endpoint = %endpoint,
+            "log.otlp.endpoint is set, but this build of toolgate has no OTLP exporter (built without the `otel` feature): traces are NOT exported; logs still carry trace_id"
+        );
+    }
+    telemetry
+}
+
+/// The span of one JSON-RPC request when its `_meta` carries a `traceparent` (SEP-414) naming
+/// another trace than the HTTP request's: an `mcp` span with the method and that `trace_id`,
+/// parented on the caller's span. Otherwise no span (the request span says it all, and the
+/// request path saves one). Returns the trace the request belongs to: `_meta`'s, else
+/// `inherited` (the HTTP request's).
+pub fn mcp_span(
+    method: &str,
+    params: &serde_json::Map<String, serde_json::Value>,
+    inherited: Option<TraceContext>,
+) -> (Span, Option<TraceContext>) {
+    match TraceContext::from_meta(params) {
+        Some(meta) if inherited.is_none_or(|i| i.trace_id != meta.trace_id) => {
+            let span = tracing::info_span!("mcp", mcp_method = %method, trace_id = Empty);
+            let trace = adopt(&span, Some(meta));
+            span.record("trace_id", display(trace.trace_id_hex()));
+            (span, Some(trace))
+        }
+        _ => (Span::none(), inherited),
+    }
+}
+
+/// Makes `span` the local root of `incoming` (or of a new trace) and returns the trace it is
+/// in. With an OpenTelemetry exporter the id is the exporter's, so logs and exported spans
+/// agree; otherwise `incoming`'s, or a random one.
+pub(crate) fn adopt(span: &Span, incoming: Option<TraceContext>) -> TraceContext {
+    let ours = incoming.unwrap_or_else(TraceContext::generate);
+    #[cfg(feature = "otel")]
+    if let Some(trace_id) = otel::attach(span, incoming) {
+        return TraceContext { trace_id, ..ours };
+    }
+    #[cfg(not(feature = "otel"))]
+    let _ = span;
+    ours
+}
