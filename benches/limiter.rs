@@ -49,7 +49,6 @@ fn main() {
     });
 }
 
-
 fn percentiles(mut samples: Vec<Duration>) -> (Duration, Duration, Duration) {
     samples.sort();
     let at = |q: f64| samples[((samples.len() as f64 * q) as usize).min(samples.len() - 1)];

@@ -152,6 +152,16 @@ impl AppState {
         definitions.load_initial().await?;
         let shutdown = CancellationToken::new();
         let cluster = start_cluster(&settings, &store, shutdown.clone()).await?;
+        let mut sessions = SessionStore::new(settings.sessions.clone(), settings.sse.replay_events);
+        if let crate::store::Backend::Postgres(pool) = store.backend() {
+            // Replicas share legacy sessions through Postgres; the ids must verify everywhere.
+            if settings.sessions.secret.is_none() {
+                tracing::warn!(
+                    "sessions.secret is unset: sessions created through this replica are refused by the others; set the same secret on every replica"
+                );
+            }
+            sessions = sessions.shared_with(crate::session::shared::SharedSessions::new(pool.clone()), cluster.clone());
+        }
         let limiter: Option<Arc<dyn crate::limits::Limiter>> = if settings.limits.enabled {
             Some(crate::limits::build(&settings.limits).await.map_err(|e| anyhow::anyhow!("invalid [limits]: {e}"))?)
         } else {
@@ -165,7 +175,7 @@ impl AppState {
             definitions,
             cluster,
             metrics,
-            sessions: Arc::new(SessionStore::new(settings.sessions.clone(), settings.sse.replay_events)),
+            sessions: Arc::new(sessions),
             listeners: Arc::new(Listeners::default()),
             server,
             settings,
@@ -281,6 +291,7 @@ fn spawn_background(state: &AppState) {
     }
     state.definitions.spawn_watchers(state.shutdown.clone());
     tokio::spawn(follow_cluster(state.cluster.subscribe(), state.definitions.clone(), state.server.clone(), state.shutdown.clone()));
+    tokio::spawn(follow_sessions(state.cluster.subscribe(), state.clone()));
     if let Some(limiter) = &state.limiter {
         // Subscribed and applied once before serving, so the first request already meets the
         // definitions' own rates; the task then follows every change.
@@ -303,6 +314,11 @@ fn spawn_background(state: &AppState) {
                     let n = sessions.expire_idle();
                     if n > 0 {
                         tracing::info!(expired = n, "ended idle sessions");
+                    }
+                    // With several replicas, sessions idle on every replica end in the shared store.
+                    let n = sessions.sweep_shared().await;
+                    if n > 0 {
+                        tracing::info!(expired = n, "ended idle shared sessions");
                     }
                 }
                 () = stop.cancelled() => return,
@@ -360,6 +376,48 @@ async fn follow_cluster(
         let _ = definitions.reload_database().await;
         if resync {
             server.bus.publish(crate::bus::Change::ToolsListChanged);
+        }
+    }
+}
+
+/// Applies what other replicas send about legacy sessions held here: ended sessions and log
+/// levels, client answers and cancellations for calls running here, and 2024-11-05 messages
+/// for SSE connections held here. Events for sessions this replica does not hold are ignored.
+async fn follow_sessions(mut rx: tokio::sync::broadcast::Receiver<crate::cluster::ClusterEvent>, state: AppState) {
+    use crate::cluster::ClusterEvent;
+    use crate::protocol::jsonrpc::{Incoming, RequestId};
+    loop {
+        let event = tokio::select! {
+            event = rx.recv() => event,
+            () = state.shutdown.cancelled() => return,
+        };
+        let event = match event {
+            Ok(event) => event,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                tracing::warn!(missed = n, "session events lagged; some were dropped");
+                continue;
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        };
+        match event {
+            ClusterEvent::SessionEnded { .. } | ClusterEvent::SessionLogLevel { .. } => state.sessions.apply(&event),
+            ClusterEvent::ClientResponse { session, message } => {
+                if let (Some(s), Ok(Incoming::Response(r))) = (state.sessions.get(&session), Incoming::from_value(message)) {
+                    s.complete_outgoing(&r.id, r.outcome);
+                }
+            }
+            ClusterEvent::CancelRequest { session, request } => {
+                if let (Some(s), Ok(id)) = (state.sessions.get(&session), serde_json::from_value::<RequestId>(request)) {
+                    s.cancel_request(&id);
+                }
+            }
+            ClusterEvent::LegacyMessage { session, message, principal, ip, request_id } => {
+                let state = state.clone();
+                tokio::spawn(async move {
+                    crate::transport::legacy_sse::forwarded(&state, &session, message, principal, ip, request_id).await;
+                });
+            }
+            ClusterEvent::ToolDefinitionsChanged | ClusterEvent::Resync => {}
         }
     }
 }

@@ -6,8 +6,9 @@
 
 use std::collections::BTreeSet;
 
-/// The caller behind a verified access token.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The caller behind a verified access token. Serializable only so a replica can hand a
+/// request it authenticated to the replica that holds the session (over the cluster channel).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Principal {
     /// The `iss` claim: exactly one of the configured issuers.
     pub issuer: String,

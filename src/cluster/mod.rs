@@ -31,7 +31,14 @@ pub enum ClusterEvent {
     CancelRequest { session: String, request: serde_json::Value },
     /// A 2024-11-05 `POST /messages` that reached a replica other than the one holding the
     /// session's SSE connection (that transport cannot move: answers go on that connection).
-    LegacyMessage { session: String, message: serde_json::Value },
+    LegacyMessage {
+        session: String,
+        message: serde_json::Value,
+        /// The verified caller, as the receiving replica authenticated it.
+        principal: Option<crate::auth::principal::Principal>,
+        ip: Option<std::net::IpAddr>,
+        request_id: Option<String>,
+    },
     /// Delivered locally only: the connection to the other replicas was lost and is back, so
     /// anything may have been missed.
     Resync,

@@ -80,6 +80,16 @@ pub struct Session {
     replay_events: usize,
     /// The principal (issuer + subject) that created the session; only it may use it.
     owner: Option<Arc<str>>,
+    /// With several replicas: where changes to shared state (the log level) are written and
+    /// announced.
+    sync: Option<SessionSync>,
+}
+
+/// A session's link to the other replicas (see [`shared`]).
+#[derive(Clone)]
+pub(crate) struct SessionSync {
+    pub shared: Arc<shared::SharedSessions>,
+    pub cluster: Arc<dyn crate::cluster::Cluster>,
 }
 
 impl std::fmt::Debug for Session {
@@ -88,16 +98,24 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// What the session table gives every session it makes.
+pub(crate) struct Links<'a> {
+    pub replay_events: usize,
+    /// Cancelled at shutdown: the session's notification streams end.
+    pub draining: &'a CancellationToken,
+    pub sync: Option<SessionSync>,
+}
+
 impl Session {
     pub(crate) fn new(
         id: Arc<str>,
         kind: SessionKind,
         version: ProtocolVersion,
-        replay_events: usize,
         legacy_out: Option<mpsc::Sender<Bytes>>,
         owner: Option<Arc<str>>,
-        draining: &CancellationToken,
+        links: Links<'_>,
     ) -> Self {
+        let Links { replay_events, draining, sync } = links;
         Self {
             id,
             kind,
@@ -117,6 +135,7 @@ impl Session {
             legacy_out,
             replay_events,
             owner,
+            sync,
         }
     }
 
@@ -161,7 +180,24 @@ impl Session {
         Duration::from_secs(now_secs().saturating_sub(self.last_seen.load(Ordering::Relaxed)))
     }
 
+    /// `logging/setLevel`. With several replicas the level is stored and announced, so calls
+    /// served by any replica log at it.
     pub fn set_log_level(&self, level: LogLevel) {
+        self.log_level.store(level as u8, Ordering::Relaxed);
+        if let Some(sync) = self.sync.clone() {
+            let id = self.id.clone();
+            sync.cluster
+                .publish(crate::cluster::ClusterEvent::SessionLogLevel { session: id.to_string(), level: level.as_str().to_owned() });
+            tokio::spawn(async move {
+                if let Err(e) = sync.shared.set_log_level(&id, level).await {
+                    tracing::warn!(error = %e, "cannot store a session's log level; other replicas keep the previous one");
+                }
+            });
+        }
+    }
+
+    /// A level another replica set (already stored and announced there).
+    pub(crate) fn apply_log_level(&self, level: LogLevel) {
         self.log_level.store(level as u8, Ordering::Relaxed);
     }
 
@@ -191,7 +227,9 @@ impl Session {
     /// Registers an outgoing request; returns its id and the receiver of the client's answer.
     pub fn begin_outgoing(&self) -> (RequestId, oneshot::Receiver<Result<Value, RpcError>>) {
         let n = self.next_outgoing.fetch_add(1, Ordering::Relaxed);
-        let id = RequestId::String(format!("srv-{n}").into());
+        // Unique across replicas: two calls of one session on two replicas may both ask the
+        // client something, and its answers may land on either replica.
+        let id = RequestId::String(format!("srv-{}-{n}", outgoing_prefix()).into());
         let (tx, rx) = oneshot::channel();
         self.pending.lock().insert(id.clone(), tx);
         (id, rx)
@@ -297,6 +335,12 @@ impl Session {
             s.finish();
         }
     }
+}
+
+/// A random per-process part of server-to-client request ids.
+fn outgoing_prefix() -> &'static str {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PREFIX.get_or_init(|| format!("{:08x}", rand::random::<u32>()))
 }
 
 fn version_index(v: ProtocolVersion) -> u8 {

@@ -1,16 +1,21 @@
-//! The table of live legacy sessions: creation with cryptographically random ids, lookup,
-//! termination, and expiry of idle sessions.
+//! The table of live legacy sessions: creation with signed random ids, lookup, termination,
+//! and expiry of idle sessions. With several replicas (Postgres), sessions are also stored in
+//! [`SharedSessions`] and a replica that meets a session it does not hold loads it from there
+//! (see [`SessionStore::resolve`]); changes are announced on the cluster channel.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use dashmap::DashMap;
-use rand::RngCore as _;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Session, SessionKind};
+use super::id::IdSigner;
+use super::shared::SharedSessions;
+use super::{Links, Session, SessionKind, SessionSync};
+use crate::cluster::{Cluster, ClusterEvent};
+use crate::config::Secret;
 use crate::config::SessionSettings;
 use crate::protocol::ProtocolVersion;
 
@@ -26,7 +31,15 @@ pub struct SessionStore {
     replay_events: usize,
     /// Cancelled at shutdown: every session's notification streams end (see [`Session`]).
     draining: CancellationToken,
+    signer: IdSigner,
+    /// With several replicas: the shared table and the channel to the others.
+    sync: Option<SessionSync>,
 }
+
+/// The shared session store could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("the session store is unavailable")]
+pub struct StoreUnavailable;
 
 impl std::fmt::Debug for SessionStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -36,7 +49,26 @@ impl std::fmt::Debug for SessionStore {
 
 impl SessionStore {
     pub fn new(settings: SessionSettings, replay_events: usize) -> Self {
-        Self { sessions: DashMap::new(), settings, replay_events, draining: CancellationToken::new() }
+        let signer = IdSigner::new(settings.secret.as_ref().map(Secret::expose));
+        Self { sessions: DashMap::new(), settings, replay_events, draining: CancellationToken::new(), signer, sync: None }
+    }
+
+    /// Shares sessions with the other replicas through `shared`, announcing on `cluster`.
+    pub fn shared_with(mut self, shared: SharedSessions, cluster: Arc<dyn Cluster>) -> Self {
+        self.sync = Some(SessionSync { shared: Arc::new(shared), cluster });
+        self
+    }
+
+    /// Whether sessions are shared with other replicas.
+    pub fn is_shared(&self) -> bool {
+        self.sync.is_some()
+    }
+
+    /// Sends `event` to the other replicas (nothing on a single node).
+    pub fn publish(&self, event: ClusterEvent) {
+        if let Some(sync) = &self.sync {
+            sync.cluster.publish(event);
+        }
     }
 
     /// Creates a session with a fresh id: 128 random bits from the OS CSPRNG, hex-encoded
@@ -51,20 +83,128 @@ impl SessionStore {
         if self.sessions.len() >= self.settings.max_sessions {
             return Err(StoreFull);
         }
-        let mut raw = [0u8; 16];
-        // ThreadRng is a ChaCha CSPRNG seeded from the OS.
-        rand::rng().fill_bytes(&mut raw);
-        let id: Arc<str> = raw.iter().map(|b| format!("{b:02x}")).collect::<String>().into();
-        let session = Arc::new(Session::new(id.clone(), kind, version, self.replay_events, legacy_out, owner, &self.draining));
+        let id: Arc<str> = self.signer.mint().into();
+        // The 2024-11-05 transport's sessions live on their SSE connection: never shared.
+        let sync = self.sync.clone().filter(|_| kind == SessionKind::Streamable);
+        let links = Links { replay_events: self.replay_events, draining: &self.draining, sync };
+        let session = Arc::new(Session::new(id.clone(), kind, version, legacy_out, owner, links));
         self.sessions.insert(id, session.clone());
         Ok(session)
     }
 
+    /// Stores a just-initialized session for the other replicas (a no-op on a single node).
+    /// On failure the session is dropped here too: an id other replicas refuse is no session.
+    pub async fn persist(&self, session: &Arc<Session>) -> Result<(), StoreUnavailable> {
+        let Some(sync) = &self.sync else { return Ok(()) };
+        match sync.shared.insert(session).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot store a new session; refusing initialize");
+                self.remove(&session.id);
+                Err(StoreUnavailable)
+            }
+        }
+    }
+
+    /// The session held here, if any (no shared-store lookup).
     pub fn get(&self, id: &str) -> Option<Arc<Session>> {
         self.sessions.get(id).map(|s| s.value().clone())
     }
 
-    /// Ends a session; returns whether it existed.
+    /// The session `id`: held here, or (with several replicas) loaded from the shared store
+    /// when its signature is valid. `Ok(None)`: no such session (404).
+    pub async fn resolve(&self, id: &str) -> Result<Option<Arc<Session>>, StoreUnavailable> {
+        if let Some(session) = self.get(id) {
+            return Ok(Some(session));
+        }
+        let Some(sync) = &self.sync else { return Ok(None) };
+        // A forged or mistyped id costs a hash, not a query.
+        if !self.signer.verify(id) {
+            return Ok(None);
+        }
+        let stored = sync.shared.load(id).await.map_err(|e| {
+            tracing::warn!(error = %e, "cannot read the shared session store");
+            StoreUnavailable
+        })?;
+        let Some(stored) = stored.filter(|s| s.kind == SessionKind::Streamable) else { return Ok(None) };
+        let id: Arc<str> = id.into();
+        let links = Links { replay_events: self.replay_events, draining: &self.draining, sync: Some(sync.clone()) };
+        let session = Session::new(id.clone(), stored.kind, stored.version, None, stored.owner.map(Into::into), links);
+        if stored.initialized {
+            session.set_initialized(stored.version, stored.client);
+        }
+        session.apply_log_level(stored.log_level);
+        // Two requests may load it at once: the first copy wins, both use it.
+        let session = self.sessions.entry(id).or_insert_with(|| Arc::new(session)).value().clone();
+        Ok(Some(session))
+    }
+
+    /// Marks `session` used: locally always, in the shared store at most once a minute.
+    pub fn touch(&self, session: &Arc<Session>) {
+        session.touch();
+        if let Some(sync) = &self.sync
+            && sync.shared.needs_touch(&session.id)
+        {
+            let (shared, id) = (sync.shared.clone(), session.id.clone());
+            tokio::spawn(async move {
+                if let Err(e) = shared.touch(&id).await {
+                    tracing::debug!(error = %e, "cannot refresh a session's last use");
+                }
+            });
+        }
+    }
+
+    /// Ends a session everywhere (DELETE): here, in the shared store, and on every replica
+    /// holding a copy. Returns whether it existed.
+    pub async fn end(&self, id: &str) -> bool {
+        let here = self.remove(id);
+        let Some(sync) = &self.sync else { return here };
+        sync.cluster.publish(ClusterEvent::SessionEnded { session: id.to_owned() });
+        match sync.shared.delete(id).await {
+            Ok(stored) => here || stored,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot delete a session from the shared store; it expires there instead");
+                here
+            }
+        }
+    }
+
+    /// Applies another replica's change to a session held here.
+    pub fn apply(&self, event: &ClusterEvent) {
+        match event {
+            ClusterEvent::SessionEnded { session } => {
+                self.remove(session);
+            }
+            ClusterEvent::SessionLogLevel { session, level } => {
+                if let (Some(s), Some(level)) = (self.get(session), crate::tool::LogLevel::parse(level)) {
+                    s.apply_log_level(level);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Deletes sessions idle everywhere from the shared store (any replica may run it) and
+    /// tells every replica to drop them. Returns how many ended.
+    pub async fn sweep_shared(&self) -> usize {
+        let Some(sync) = &self.sync else { return 0 };
+        let idle = Duration::from_secs(self.settings.idle_timeout_secs);
+        match sync.shared.sweep(idle).await {
+            Ok(ids) => {
+                for id in &ids {
+                    self.remove(id);
+                    sync.cluster.publish(ClusterEvent::SessionEnded { session: id.clone() });
+                }
+                ids.len()
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot sweep idle shared sessions");
+                0
+            }
+        }
+    }
+
+    /// Drops the copy held here (closing its streams); the shared session is untouched.
     pub fn remove(&self, id: &str) -> bool {
         match self.sessions.remove(id) {
             Some((_, session)) => {

@@ -65,6 +65,7 @@ pub struct SessionQuery {
 }
 
 /// `POST /messages?sessionId=…`.
+#[allow(clippy::too_many_arguments)]
 pub async fn message(
     State(app): State<AppState>,
     principal: Option<Extension<Arc<Principal>>>,
@@ -76,17 +77,20 @@ pub async fn message(
 ) -> Response<Body> {
     let principal = principal.map(|Extension(p)| p);
     let key = principal.as_deref().map(Principal::key);
-    let mut caller = streamable::Caller::new(principal.clone(), &headers, peer.map(|Extension(c)| c.0.ip()), trace);
+    let caller = streamable::Caller::new(principal.clone(), &headers, peer.map(|Extension(c)| c.0.ip()), trace);
     let Some(id) = query.session_id else {
         return headers::transport_error(StatusCode::BAD_REQUEST, "Bad Request: the sessionId query parameter is required");
     };
-    let Some(session) = app.sessions.get(&id).filter(|s| s.kind == SessionKind::LegacySse && s.is_owned_by(key.as_deref())) else {
+    let local = app.sessions.get(&id).filter(|s| s.kind == SessionKind::LegacySse && s.is_owned_by(key.as_deref()));
+    // With several replicas the session's SSE connection may be held by another replica: this
+    // transport's answers can only travel there, so the message is forwarded to it.
+    if local.is_none() && !app.sessions.is_shared() {
         return headers::error(
             StatusCode::NOT_FOUND,
             None,
             &RpcError::new(code::SESSION_NOT_FOUND, "Session not found: open a new stream at /sse"),
         );
-    };
+    }
     if !headers::is_json_body(&headers) {
         return headers::transport_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -97,30 +101,64 @@ pub async fn message(
         Ok(v) => v,
         Err(response) => return response,
     };
-    let message = match Incoming::from_value(value) {
+    let message = match Incoming::from_value(value.clone()) {
         Ok(m) => m,
         Err(bad) => return headers::error(StatusCode::BAD_REQUEST, bad.id.as_ref(), &bad.error),
     };
-    // The JSON-RPC request's span: the limits and the request's own task run in it.
-    let span = caller.message_span(&message);
     if let Incoming::Request(req) = &message {
         crate::metrics::record::mcp_request(&req.method, crate::metrics::McpEra::Sse2024);
         if let Some(refusal) = streamable::method_refusal(&app, principal.as_deref(), &req.method) {
             return refusal;
         }
+    }
+    match local {
+        Some(session) => dispatch(&app, session, message, caller).await,
+        None => app.sessions.publish(crate::cluster::ClusterEvent::LegacyMessage {
+            session: id,
+            message: value,
+            principal: principal.as_deref().cloned(),
+            ip: caller.ip,
+            request_id: caller.request_id.as_deref().map(str::to_owned),
+        }),
+    }
+    headers::accepted()
+}
+
+/// A `/messages` POST that another replica received for a session held here.
+pub(crate) async fn forwarded(
+    app: &AppState,
+    id: &str,
+    value: serde_json::Value,
+    principal: Option<Principal>,
+    ip: Option<std::net::IpAddr>,
+    request_id: Option<String>,
+) {
+    let principal = principal.map(Arc::new);
+    let key = principal.as_deref().map(Principal::key);
+    let Some(session) = app.sessions.get(id).filter(|s| s.kind == SessionKind::LegacySse && s.is_owned_by(key.as_deref())) else {
+        return;
+    };
+    let Ok(message) = Incoming::from_value(value) else { return };
+    let caller = streamable::Caller { principal, request_id: request_id.map(Arc::from), ip, trace: None };
+    dispatch(app, session, message, caller).await;
+}
+
+/// Rate limits, then the message itself; every answer goes on the session's SSE connection.
+async fn dispatch(app: &AppState, session: Arc<Session>, message: Incoming, mut caller: streamable::Caller) {
+    // The JSON-RPC request's span: the limits and the request's own task run in it.
+    let span = caller.message_span(&message);
+    if let Incoming::Request(req) = &message {
         // Responses of this transport travel on the open SSE stream, so a rate-limit refusal
         // does too, as a JSON-RPC error with the retry hint; the POST itself is accepted.
-        if let Some(rejection) = streamable::rate_limited(&app, &caller, req).instrument(span.clone()).await {
+        if let Some(rejection) = streamable::rate_limited(app, &caller, req).instrument(span.clone()).await {
             send(&session, rejection.jsonrpc_message(Some(&req.id)).to_string()).await;
-            return headers::accepted();
+            return;
         }
     }
     session.touch();
     match message {
-        Incoming::Notification(n) => streamable::on_notification(&session, &n),
-        Incoming::Response(r) => {
-            session.complete_outgoing(&r.id, r.outcome);
-        }
+        Incoming::Notification(n) => streamable::on_notification(app, &session, &n),
+        Incoming::Response(r) => streamable::on_response(app, &session, r),
         Incoming::Request(req) if req.method == "initialize" => {
             let reply = match streamable::negotiate(&req) {
                 Ok((version, client)) => {
@@ -135,8 +173,7 @@ pub async fn message(
             send(&session, reply.to_string()).await;
         }
         Incoming::Request(req) => {
-            let mut rx = span.in_scope(|| streamable::start_on_session(&app, &session, req, &caller));
-            let session = session.clone();
+            let mut rx = span.in_scope(|| streamable::start_on_session(app, &session, req, &caller));
             tokio::spawn(async move {
                 while let Some(frame) = rx.recv().await {
                     let json = match frame {
@@ -149,7 +186,6 @@ pub async fn message(
             });
         }
     }
-    headers::accepted()
 }
 
 async fn send(session: &Session, json: String) {

@@ -211,15 +211,19 @@ fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
 }
 
 /// The session a legacy request names, with the 400/404 answers of S-05/S-06.
-fn session_for(app: &AppState, headers: &HeaderMap, principal: Option<&Principal>) -> Result<Arc<Session>, Rejection> {
+async fn session_for(app: &AppState, headers: &HeaderMap, principal: Option<&Principal>) -> Result<Arc<Session>, Rejection> {
     let Some(id) = headers::get(headers, &headers::SESSION_ID) else {
         return Err(Rejection::transport(StatusCode::BAD_REQUEST, "Bad Request: Mcp-Session-Id header is required; send initialize first"));
     };
     // Another principal's session is reported exactly like an unknown one (SEC-07, SEC-08).
     let key = principal.map(Principal::key);
-    match app.sessions.get(id).filter(|s| s.kind == SessionKind::Streamable && s.is_owned_by(key.as_deref())) {
+    // With several replicas, a session created elsewhere is loaded from the shared store.
+    let found = app.sessions.resolve(id).await.map_err(|unavailable| {
+        Rejection::transport(StatusCode::SERVICE_UNAVAILABLE, format!("Service Unavailable: {unavailable}; retry shortly"))
+    })?;
+    match found.filter(|s| s.kind == SessionKind::Streamable && s.is_owned_by(key.as_deref())) {
         Some(session) => {
-            session.touch();
+            app.sessions.touch(&session);
             Ok(session)
         }
         None => Err(Rejection::new(
@@ -250,9 +254,9 @@ async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming, caller: 
     if let Incoming::Request(req) = &message
         && req.method == "initialize"
     {
-        return initialize(app, headers, req, principal);
+        return initialize(app, headers, req, principal).await;
     }
-    let session = match session_for(app, headers, principal) {
+    let session = match session_for(app, headers, principal).await {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };
@@ -261,13 +265,11 @@ async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming, caller: 
     }
     match message {
         Incoming::Notification(n) => {
-            on_notification(&session, &n);
+            on_notification(app, &session, &n);
             headers::accepted()
         }
         Incoming::Response(r) => {
-            if !session.complete_outgoing(&r.id, r.outcome) {
-                tracing::debug!(id = %r.id, "response to an unknown or finished server request; dropped");
-            }
+            on_response(app, &session, r);
             headers::accepted()
         }
         Incoming::Request(req) => {
@@ -320,13 +322,36 @@ pub(crate) fn start_on_session(
     )
 }
 
+/// A client's answer to a server-to-client request. The call waiting for it may run on
+/// another replica: then it goes there over the cluster channel.
+pub(crate) fn on_response(app: &AppState, session: &Session, r: crate::protocol::jsonrpc::Response) {
+    let id = r.id.clone();
+    let message = match &r.outcome {
+        Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(error) => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error}),
+    };
+    if session.complete_outgoing(&r.id, r.outcome) {
+        return;
+    }
+    if app.sessions.is_shared() {
+        app.sessions.publish(crate::cluster::ClusterEvent::ClientResponse { session: session.id.to_string(), message });
+    } else {
+        tracing::debug!(id = %id, "response to an unknown or finished server request; dropped");
+    }
+}
+
 /// Client notifications in a session.
-pub(crate) fn on_notification(session: &Session, n: &Notification) {
+pub(crate) fn on_notification(app: &AppState, session: &Session, n: &Notification) {
     match n.method.as_str() {
         "notifications/cancelled" => {
-            let id = n.params.get("requestId").and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok());
-            if let Some(id) = id {
-                session.cancel_request(&id);
+            let raw = n.params.get("requestId");
+            let id = raw.and_then(|v| serde_json::from_value::<RequestId>(v.clone()).ok());
+            if let (Some(id), Some(raw)) = (id, raw)
+                && !session.cancel_request(&id)
+                && app.sessions.is_shared()
+            {
+                // The request may run on another replica.
+                app.sessions.publish(crate::cluster::ClusterEvent::CancelRequest { session: session.id.to_string(), request: raw.clone() });
             }
         }
         "notifications/initialized" | "notifications/roots/list_changed" | "notifications/progress" => {}
@@ -352,11 +377,14 @@ pub(crate) fn negotiate(req: &Request) -> Result<(ProtocolVersion, ClientInfo), 
     Ok((version, client))
 }
 
-fn initialize(app: &AppState, headers: &HeaderMap, req: &Request, principal: Option<&Principal>) -> Response<Body> {
+async fn initialize(app: &AppState, headers: &HeaderMap, req: &Request, principal: Option<&Principal>) -> Response<Body> {
     // S-09: initialize on a live session is refused; a stale id is ignored (the client is
     // re-initializing after a 404, as it must).
     let owner = principal.map(|p| Arc::<str>::from(p.key()));
-    let live = headers::get(headers, &headers::SESSION_ID).and_then(|id| app.sessions.get(id)).filter(|s| s.is_owned_by(owner.as_deref()));
+    let live = match headers::get(headers, &headers::SESSION_ID) {
+        Some(id) => app.sessions.resolve(id).await.ok().flatten().filter(|s| s.is_owned_by(owner.as_deref())),
+        None => None,
+    };
     if let Some(existing) = live {
         let message = format!("Session {} is already initialized; send initialize without Mcp-Session-Id to start a new one", existing.id);
         return headers::error(StatusCode::BAD_REQUEST, Some(&req.id), &RpcError::invalid_request(message));
@@ -376,6 +404,16 @@ fn initialize(app: &AppState, headers: &HeaderMap, req: &Request, principal: Opt
     };
     tracing::info!(session = %session.id, client = %client.name, %version, "session initialized");
     session.set_initialized(version, client);
+    // With several replicas the session is stored before its id is given out, so the next
+    // request may go to any replica.
+    if app.sessions.persist(&session).await.is_err() {
+        let mut res = headers::transport_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Service Unavailable: the session store is unavailable; retry shortly",
+        );
+        res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return res;
+    }
     let result = app.server.initialize_result(version);
     let mut res = headers::json(StatusCode::OK, &jsonrpc::result_message(&req.id, &result));
     if let Ok(v) = HeaderValue::from_str(&session.id) {
@@ -414,7 +452,7 @@ async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>, caller: &
             Err(bad) => messages.push(Err(bad)),
         }
     }
-    let session = match session_for(app, headers, principal.as_deref()) {
+    let session = match session_for(app, headers, principal.as_deref()).await {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };
@@ -435,10 +473,8 @@ async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>, caller: &
     let mut replies = Vec::new();
     for message in messages {
         match message {
-            Ok(Incoming::Notification(n)) => on_notification(&session, &n),
-            Ok(Incoming::Response(r)) => {
-                session.complete_outgoing(&r.id, r.outcome);
-            }
+            Ok(Incoming::Notification(n)) => on_notification(app, &session, &n),
+            Ok(Incoming::Response(r)) => on_response(app, &session, r),
             Ok(Incoming::Request(req)) => pending.push(start_on_session(app, &session, req, caller)),
             Err(bad) => replies.push(jsonrpc::error_message(bad.id.as_ref(), &bad.error)),
         }
@@ -470,7 +506,7 @@ pub async fn get(State(app): State<AppState>, principal: Option<Extension<Arc<Pr
     if !headers::accepts(&headers).sse {
         return headers::transport_error(StatusCode::NOT_ACCEPTABLE, "Not Acceptable: a GET stream needs Accept: text/event-stream");
     }
-    let session = match session_for(&app, &headers, principal.as_deref()) {
+    let session = match session_for(&app, &headers, principal.as_deref()).await {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };
@@ -483,7 +519,15 @@ pub async fn get(State(app): State<AppState>, principal: Option<Extension<Arc<Pr
     // The standalone stream carries notifications only and ends when shutdown begins; a
     // resumed request stream stays until its answer (or the end of the grace period).
     let mut close = session.notifications_closed.clone();
-    let live = match headers::get(&headers, &headers::LAST_EVENT_ID) {
+    // With several replicas, a stream this replica does not hold may be another's (the load
+    // balancer sent the reconnect elsewhere, or that replica died): its events cannot be
+    // replayed here. The client gets a fresh GET stream and a `list_changed`, since a change
+    // may have been missed; never an error that would end a healthy session, and never
+    // another stream's events.
+    let last_event_id = headers::get(&headers, &headers::LAST_EVENT_ID)
+        .filter(|raw| !app.sessions.is_shared() || parse_event_id(raw).is_some_and(|(key, _)| session.find_stream(key).is_some()));
+    let over_notify = last_event_id.is_none() && headers.contains_key(headers::LAST_EVENT_ID);
+    let live = match last_event_id {
         Some(raw) => {
             // R-03/R-04: only a stream of this very session can be resumed.
             let resumed = parse_event_id(raw)
@@ -506,7 +550,12 @@ pub async fn get(State(app): State<AppState>, principal: Option<Extension<Arc<Pr
                 options.preamble.push(sse::priming_event(&stream.position_id(), app.settings.sse.retry_ms));
             }
             match stream.attach(None) {
-                Ok(rx) => rx,
+                Ok(rx) => {
+                    if over_notify {
+                        stream.push(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#, false);
+                    }
+                    rx
+                }
                 Err(e) => return headers::transport_error(StatusCode::BAD_REQUEST, format!("Bad Request: {e}")),
             }
         }
@@ -523,11 +572,12 @@ pub async fn delete(State(app): State<AppState>, principal: Option<Extension<Arc
     if !headers.contains_key(headers::SESSION_ID) {
         return headers::method_not_allowed("POST");
     }
-    let session = match session_for(&app, &headers, principal.as_deref()) {
+    let session = match session_for(&app, &headers, principal.as_deref()).await {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };
-    app.sessions.remove(&session.id);
+    // Everywhere: here, in the shared store, and on every replica holding a copy.
+    app.sessions.end(&session.id).await;
     tracing::info!(session = %session.id, "session terminated by the client");
     let mut res = Response::new(Body::empty());
     *res.status_mut() = StatusCode::OK;
