@@ -89,7 +89,7 @@ impl AppState {
     /// State with an in-process event bus and the configured tool packs.
     pub async fn new(mut settings: Settings) -> anyhow::Result<Self> {
         // First: anything recorded before the recorder exists is lost.
-        let metrics = crate::metrics::install();
+        let metrics = crate::metrics::install(&settings.audit.resolved_replica_id());
         let dev_key = match settings.auth.mode {
             AuthMode::Dev => {
                 if settings.auth.resource.is_none() {

@@ -213,6 +213,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Serve { config } => {
             let settings = Settings::load(config.as_deref())?;
+            toolgate::telemetry::set_replica(&settings.audit.resolved_replica_id());
             let telemetry = toolgate::telemetry::init(&settings.log);
             let bind = settings.server.bind;
             let state = AppState::new(settings).await?;

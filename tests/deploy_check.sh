@@ -316,7 +316,7 @@ import json, re, sys, pathlib, yaml
 deploy = pathlib.Path(sys.argv[1])
 # name -> (labels, kind); the contract with src/ (metrics being implemented)
 SPEC = """
-toolgate_build_info gauge version git_sha
+toolgate_build_info gauge version git_sha replica
 toolgate_http_requests_total counter route method status
 toolgate_http_request_duration_seconds histogram route method
 toolgate_http_requests_in_flight gauge

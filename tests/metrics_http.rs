@@ -226,6 +226,7 @@ async fn traffic_shows_up_in_the_admin_scrape() {
     assert_eq!(build.value, 1.0);
     assert_eq!(build.labels.get("version").map(String::as_str), Some(env!("CARGO_PKG_VERSION")));
     assert!(build.labels.get("git_sha").is_some_and(|g| !g.is_empty()));
+    assert!(build.labels.get("replica").is_some_and(|r| !r.is_empty()), "the replica is named");
 
     let http = |m: &Scrape, route: &str, method: &str, status: &str| {
         m.sum("toolgate_http_requests_total", &[("route", route), ("method", method), ("status", status)])

@@ -115,8 +115,9 @@ pub const GIT_SHA: &str = match option_env!("TOOLGATE_GIT_SHA") {
 
 /// Installs the process-wide Prometheus recorder (once; later calls return the same handle:
 /// tests start several servers in one process) and registers every help text. Metrics
-/// recorded before this go nowhere, so `AppState::new` calls it first.
-pub fn install() -> PrometheusHandle {
+/// recorded before this go nowhere, so `AppState::new` calls it first. `replica` names this
+/// process in `toolgate_build_info` (the first caller's, when tests start several servers).
+pub fn install(replica: &str) -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
@@ -127,7 +128,8 @@ pub fn install() -> PrometheusHandle {
                 tracing::warn!(error = %e, "a metrics recorder is already installed; /metrics will be empty");
             }
             describe();
-            metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "git_sha" => GIT_SHA).set(1.0);
+            metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "git_sha" => GIT_SHA, "replica" => replica.to_owned())
+                .set(1.0);
             spawn_upkeep(handle.clone());
             handle
         })
@@ -164,7 +166,7 @@ fn spawn_upkeep(handle: PrometheusHandle) {
 
 /// Help text and unit of every metric.
 pub fn describe() {
-    describe_gauge!(BUILD_INFO, "Always 1; the labels name the running version and the git commit it was built from.");
+    describe_gauge!(BUILD_INFO, "Always 1; the labels name the running version, the git commit it was built from, and the replica.");
     describe_counter!(HTTP_REQUESTS, "HTTP requests on the public port by route template, method and status.");
     describe_histogram!(
         HTTP_REQUEST_DURATION,

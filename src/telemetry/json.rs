@@ -58,6 +58,9 @@ where
         line.insert("timestamp".into(), Value::String(timestamp));
         line.insert("level".into(), Value::String(meta.level().as_str().to_owned()));
         line.insert("target".into(), Value::String(meta.target().to_owned()));
+        if let Some(replica) = super::replica() {
+            line.insert("replica".into(), Value::String(replica.to_owned()));
+        }
         if let Some(scope) = ctx.event_scope() {
             let mut path = String::new();
             for span in scope.from_root() {

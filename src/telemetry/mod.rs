@@ -46,6 +46,18 @@ impl Telemetry {
     }
 }
 
+/// Names this process in every JSON log line (`replica`), so lines from several replicas
+/// can be told apart once collected. Set once, before [`init`].
+pub fn set_replica(replica: &str) {
+    let _ = REPLICA.set(replica.to_owned());
+}
+
+static REPLICA: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+fn replica() -> Option<&'static str> {
+    REPLICA.get().map(String::as_str)
+}
+
 /// Installs the global subscriber writing to stdout; a second call (tests) is a no-op.
 pub fn init(settings: &LogSettings) -> Telemetry {
     use std::io::IsTerminal as _;
