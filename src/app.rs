@@ -63,6 +63,8 @@ pub struct Shared {
     pub definitions: Arc<Definitions>,
     /// The other replicas (Postgres LISTEN/NOTIFY), or nobody on a single node.
     pub cluster: Arc<dyn Cluster>,
+    /// Whose `X-Forwarded-For` names the client (`server.trusted_proxies`).
+    pub proxies: crate::transport::client_ip::TrustedProxies,
     /// The process-wide Prometheus recorder, rendered by `/metrics` on the admin listener.
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -86,6 +88,11 @@ impl std::ops::Deref for AppState {
 }
 
 impl AppState {
+    /// The client's address: the TCP peer, or what a trusted proxy says it forwarded for.
+    pub fn client_ip(&self, peer: Option<std::net::IpAddr>, headers: &axum::http::HeaderMap) -> Option<std::net::IpAddr> {
+        peer.map(|peer| self.proxies.client(peer, headers))
+    }
+
     /// State with an in-process event bus and the configured tool packs.
     pub async fn new(mut settings: Settings) -> anyhow::Result<Self> {
         // First: anything recorded before the recorder exists is lost.
@@ -174,6 +181,8 @@ impl AppState {
             store,
             definitions,
             cluster,
+            proxies: crate::transport::client_ip::TrustedProxies::parse(&settings.server.trusted_proxies)
+                .map_err(|e| anyhow::anyhow!("server.trusted_proxies: {e}"))?,
             metrics,
             sessions: Arc::new(sessions),
             listeners: Arc::new(Listeners::default()),

@@ -49,6 +49,10 @@ pub struct ServerSettings {
     /// readiness already reports 503 (so load balancers stop routing here first). Must be
     /// shorter than the grace period.
     pub drain_delay_ms: u64,
+    /// Load balancers and proxies (addresses or networks, e.g. `10.0.0.0/8`) whose
+    /// `X-Forwarded-For` names the client. Empty: the TCP peer is the client (a client behind
+    /// an unlisted proxy then shares the proxy's address for rate limits and lockouts).
+    pub trusted_proxies: Vec<String>,
     /// Secret that signs MRTR `requestState`. Unset: a random per-process key (state then
     /// does not survive a restart; set the same value on every replica).
     pub state_secret: Option<Secret>,
@@ -66,6 +70,7 @@ impl Default for ServerSettings {
             name: "toolgate".into(),
             instructions: None,
             shutdown_grace_secs: 20,
+            trusted_proxies: Vec::new(),
             drain_delay_ms: 2_000,
             state_secret: None,
         }
@@ -261,6 +266,7 @@ impl Settings {
             .list_separator(",")
             .with_list_parse_key("server.allowed_hosts")
             .with_list_parse_key("server.allowed_origins")
+            .with_list_parse_key("server.trusted_proxies")
             .with_list_parse_key("auth.authorization_servers")
             .with_list_parse_key("auth.required_scopes")
             .with_list_parse_key("audit.redact_fields")
@@ -276,6 +282,9 @@ impl Settings {
         let path = &self.server.mcp_path;
         if !path.starts_with('/') || path.len() < 2 || path.ends_with('/') {
             return invalid("server.mcp_path", "must start with '/', not end with '/', and not be '/' alone");
+        }
+        if let Err(reason) = crate::transport::client_ip::TrustedProxies::parse(&self.server.trusted_proxies) {
+            return Err(ConfigError::Invalid { key: "server.trusted_proxies", reason });
         }
         if self.server.allowed_hosts.is_empty() {
             return invalid("server.allowed_hosts", "must not be empty; list the public host names, or \"*\" to accept any");

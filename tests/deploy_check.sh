@@ -420,8 +420,9 @@ check "grafana: provisioning files (datasource, dashboard provider) parse and po
 # ---- settings: the compose and Kubernetes configurations load, and a server starts on them ----
 BIN="${TOOLGATE_BIN:-}"
 if [ -z "$BIN" ]; then
+  # The most recently built of the two: a stale release binary must not stand in for the code.
   for b in "$ROOT/target/release/toolgate" "$ROOT/target/debug/toolgate"; do
-    [ -x "$b" ] && BIN="$b" && break
+    [ -x "$b" ] && { [ -z "$BIN" ] || [ "$b" -nt "$BIN" ]; } && BIN="$b"
   done
 fi
 free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

@@ -22,14 +22,14 @@ pub struct Actor {
     pub ip: Option<IpAddr>,
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for Actor {
+impl FromRequestParts<AppState> for Actor {
     type Rejection = Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
+    async fn from_request_parts(parts: &mut Parts, app: &AppState) -> Result<Self, Infallible> {
         Ok(Self {
             principal: parts.extensions.get::<Arc<Principal>>().cloned(),
             request_id: parts.headers.get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned),
-            ip: parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()),
+            ip: app.client_ip(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()), &parts.headers),
         })
     }
 }

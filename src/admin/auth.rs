@@ -21,7 +21,7 @@ use crate::auth::bearer::{Authenticator, Refusal};
 /// The middleware; the [`Principal`](crate::auth::principal::Principal) goes into the request's extensions as `Arc<Principal>`.
 pub async fn require_admin(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
     let Some(auth) = app.auth.clone() else { return next.run(request).await };
-    let ip = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    let ip = app.client_ip(request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()), request.headers());
     // Brute force is refused before any verification work, as on the MCP endpoint.
     if let (Some(limiter), Some(ip)) = (&app.limiter, ip)
         && let Err(rejection) = limiter.check_auth_failure_allowed(ip)

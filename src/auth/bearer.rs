@@ -197,7 +197,7 @@ pub async fn require(State(app): State<AppState>, mut request: Request, next: Ne
         return next.run(request).await;
     }
     // Brute force is refused before any verification work (per client address).
-    let ip = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
+    let ip = app.client_ip(request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()), request.headers());
     if let (Some(limiter), Some(ip)) = (&app.limiter, ip)
         && let Err(rejection) = limiter.check_auth_failure_allowed(ip)
     {

@@ -77,7 +77,7 @@ pub async fn message(
 ) -> Response<Body> {
     let principal = principal.map(|Extension(p)| p);
     let key = principal.as_deref().map(Principal::key);
-    let caller = streamable::Caller::new(principal.clone(), &headers, peer.map(|Extension(c)| c.0.ip()), trace);
+    let caller = streamable::Caller::new(principal.clone(), &headers, app.client_ip(peer.map(|Extension(c)| c.0.ip()), &headers), trace);
     let Some(id) = query.session_id else {
         return headers::transport_error(StatusCode::BAD_REQUEST, "Bad Request: the sessionId query parameter is required");
     };

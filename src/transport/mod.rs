@@ -1,6 +1,7 @@
 //! HTTP transports: Streamable HTTP on the MCP endpoint (both eras), the deprecated
 //! 2024-11-05 HTTP+SSE pair, the Origin/Host guard, and header negotiation.
 
+pub mod client_ip;
 pub mod exchange;
 pub mod guard;
 pub mod headers;

@@ -68,7 +68,7 @@ pub async fn post(
     body: Body,
 ) -> Response<Body> {
     let principal = principal.map(|Extension(p)| p);
-    let ip = peer.map(|Extension(ConnectInfo(a))| a.ip());
+    let ip = app.client_ip(peer.map(|Extension(ConnectInfo(a))| a.ip()), &headers);
     let mut caller = Caller::new(principal.clone(), &headers, ip, trace);
     if !headers::is_json_body(&headers) {
         return headers::transport_error(
