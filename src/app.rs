@@ -65,6 +65,8 @@ pub struct Shared {
     pub cluster: Arc<dyn Cluster>,
     /// Whose `X-Forwarded-For` names the client (`server.trusted_proxies`).
     pub proxies: crate::transport::client_ip::TrustedProxies,
+    /// What `/readyz` reports.
+    pub health: Health,
     /// The process-wide Prometheus recorder, rendered by `/metrics` on the admin listener.
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -174,6 +176,8 @@ impl AppState {
         } else {
             None
         };
+        // Dev mode and auth off verify locally; otherwise ready once keys or the endpoint answer.
+        let tokens_ready = auth.as_ref().is_none_or(|a| a.ready_now());
         Ok(Self(Arc::new(Shared {
             auth,
             limiter,
@@ -183,6 +187,8 @@ impl AppState {
             cluster,
             proxies: crate::transport::client_ip::TrustedProxies::parse(&settings.server.trusted_proxies)
                 .map_err(|e| anyhow::anyhow!("server.trusted_proxies: {e}"))?,
+            // The store was just connected and migrated; token readiness is known once checked.
+            health: Health { database: std::sync::atomic::AtomicBool::new(true), tokens: std::sync::atomic::AtomicBool::new(tokens_ready) },
             metrics,
             sessions: Arc::new(sessions),
             listeners: Arc::new(Listeners::default()),
@@ -283,13 +289,61 @@ fn cors_layer(guard: HostGuard) -> tower_http::cors::CorsLayer {
         .max_age(Duration::from_secs(600))
 }
 
-/// Readiness: false from the first moment of shutdown, so the load balancer stops sending
-/// new work while open streams drain.
-async fn ready(axum::extract::State(state): axum::extract::State<AppState>) -> (axum::http::StatusCode, &'static str) {
+/// Readiness: not draining (false from the first moment of shutdown, so the load balancer
+/// stops sending new work while streams drain), the database answering (probed in the
+/// background, so this stays cheap), and tokens verifiable (issuer keys fetched, the
+/// introspection endpoint reached, at least once). The body names what is missing.
+async fn ready(axum::extract::State(state): axum::extract::State<AppState>) -> (axum::http::StatusCode, String) {
+    use std::sync::atomic::Ordering;
+    let unavailable = axum::http::StatusCode::SERVICE_UNAVAILABLE;
     if state.shutdown.is_cancelled() {
-        (axum::http::StatusCode::SERVICE_UNAVAILABLE, "draining")
-    } else {
-        (axum::http::StatusCode::OK, "ready")
+        return (unavailable, "draining".into());
+    }
+    if !state.health.database.load(Ordering::Relaxed) {
+        return (unavailable, "not ready: the database does not answer".into());
+    }
+    if !state.health.tokens.load(Ordering::Relaxed) {
+        return (unavailable, "not ready: issuer keys or the introspection endpoint not reached yet".into());
+    }
+    (axum::http::StatusCode::OK, "ready".into())
+}
+
+/// What readiness reports, kept fresh by [`probe_health`].
+#[derive(Debug)]
+pub struct Health {
+    pub database: std::sync::atomic::AtomicBool,
+    pub tokens: std::sync::atomic::AtomicBool,
+}
+
+/// Pings the database and checks token verification every couple of seconds.
+async fn probe_health(state: AppState) {
+    use std::sync::atomic::Ordering;
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = state.shutdown.cancelled() => return,
+        }
+        let database = tokio::time::timeout(Duration::from_secs(2), state.store.ping()).await.is_ok_and(|r| r.is_ok());
+        if state.health.database.swap(database, Ordering::Relaxed) != database {
+            if database {
+                tracing::info!("the database answers again: ready")
+            } else {
+                tracing::warn!("the database does not answer: not ready")
+            }
+        }
+        if !state.health.tokens.load(Ordering::Relaxed) {
+            let tokens = match &state.auth {
+                Some(auth) => tokio::time::timeout(Duration::from_secs(5), auth.ready()).await.unwrap_or(false),
+                None => true,
+            };
+            // Sticky: once keys were fetched they stay in use through later outages.
+            if tokens {
+                state.health.tokens.store(true, Ordering::Relaxed);
+                tracing::info!("token verification ready");
+            }
+        }
     }
 }
 
@@ -299,6 +353,7 @@ fn spawn_background(state: &AppState) {
         tokio::spawn(audit_registry_changes(state.server.bus.clone(), audit.clone(), state.shutdown.clone()));
     }
     state.definitions.spawn_watchers(state.shutdown.clone());
+    tokio::spawn(probe_health(state.clone()));
     tokio::spawn(follow_cluster(state.cluster.subscribe(), state.definitions.clone(), state.server.clone(), state.shutdown.clone()));
     tokio::spawn(follow_sessions(state.cluster.subscribe(), state.clone()));
     if let Some(limiter) = &state.limiter {

@@ -471,7 +471,8 @@ with_settings() {
 }
 # serve_check NAME: `toolgate serve` on that configuration (SQLite instead of the configured
 # Postgres, loopback ports; the identity provider is unreachable here, which toolgate must
-# survive) answers /healthz, /readyz and /metrics, and exits 0 on SIGTERM well within the grace.
+# survive) answers /healthz, /readyz (503: its IdP is unreachable here) and /metrics, and exits 0 on
+# SIGTERM well within the grace.
 serve_check() {
   local name="$1" port admin pid
   local -a vars=()
@@ -494,10 +495,17 @@ serve_check() {
   if ! "$PY" - "$port" "$admin" <<'PYEOF'; then
 import sys, urllib.request
 port, admin = sys.argv[1:3]
+import urllib.error
 def get(url):
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return r.status, r.read().decode()
-assert get(f"http://127.0.0.1:{port}/readyz")[0] == 200, "readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+# The configured identity provider does not exist here, so the server must say it is not ready
+# (tokens cannot be verified) rather than take traffic it would refuse.
+status, body = get(f"http://127.0.0.1:{port}/readyz")
+assert status == 503 and "issuer keys" in body, f"readyz without a reachable IdP: {status} {body}"
 status, body = get(f"http://127.0.0.1:{admin}/metrics")
 assert status == 200 and "toolgate_build_info" in body, "metrics on the admin port"
 PYEOF

@@ -59,6 +59,22 @@ impl Authenticator {
     }
 
     /// The JWT verifier, when JWT issuers are configured.
+    /// Whether tokens can be verified: every issuer's keys fetched at least once, and the
+    /// introspection endpoint (when configured) reached at least once.
+    /// Like [`ready`](Self::ready), from what is known without asking the network.
+    pub fn ready_now(&self) -> bool {
+        self.verifier.as_ref().is_none_or(|v| v.keys_loaded()) && self.introspector.as_ref().is_none_or(|i| i.reached())
+    }
+
+    pub async fn ready(&self) -> bool {
+        let keys = self.verifier.as_ref().is_none_or(|v| v.keys_loaded());
+        let introspection = match &self.introspector {
+            Some(i) => i.reachable().await,
+            None => true,
+        };
+        keys && introspection
+    }
+
     pub fn verifier(&self) -> Option<&Arc<JwtVerifier>> {
         self.verifier.as_ref()
     }

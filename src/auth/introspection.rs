@@ -72,6 +72,10 @@ struct Cached {
 pub struct Introspector {
     client: IntrospectionClient,
     http: reqwest::Client,
+    /// The endpoint, for the readiness probe.
+    endpoint: url::Url,
+    /// Whether the endpoint has answered at least once (any HTTP status).
+    reached: std::sync::atomic::AtomicBool,
     issuer: String,
     audiences: Vec<String>,
     cache_secs: u64,
@@ -101,6 +105,7 @@ impl Introspector {
     pub fn new(settings: &IntrospectionSettings, resource: &str) -> Result<Self, String> {
         // The same rule as for key URLs: https, plain http only on loopback.
         let url = super::jwks::fetchable_url(&settings.endpoint, "auth.introspection.endpoint")?;
+        let endpoint = url.clone();
         let mut client = BasicClient::new(ClientId::new(settings.client_id.clone()))
             .set_introspection_url(IntrospectionUrl::from_url(url))
             .set_auth_type(match settings.client_auth {
@@ -119,7 +124,35 @@ impl Introspector {
         let mut audiences = vec![resource.to_owned()];
         audiences.extend(settings.audiences.iter().cloned());
         let cache = moka::sync::Cache::builder().max_capacity(settings.cache_capacity).expire_after(ExpireAtUntil).build();
-        Ok(Self { client, http, issuer: settings.issuer.clone(), audiences, cache_secs: settings.cache_secs, cache })
+        Ok(Self {
+            client,
+            http,
+            endpoint,
+            reached: std::sync::atomic::AtomicBool::new(false),
+            issuer: settings.issuer.clone(),
+            audiences,
+            cache_secs: settings.cache_secs,
+            cache,
+        })
+    }
+
+    /// Whether the endpoint has answered at least once; if not yet, asks it now (an HTTP
+    /// answer of any status counts: it proves the server is reachable, not a token's worth).
+    pub async fn reachable(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        if self.reached.load(Ordering::Relaxed) {
+            return true;
+        }
+        let answered = self.http.post(self.endpoint.clone()).form(&[("token", "toolgate-readiness-probe")]).send().await.is_ok();
+        if answered {
+            self.reached.store(true, Ordering::Relaxed);
+        }
+        answered
+    }
+
+    /// Whether the endpoint has answered at least once (no network).
+    pub fn reached(&self) -> bool {
+        self.reached.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether this introspector speaks for `issuer`.

@@ -194,6 +194,12 @@ impl JwtVerifier {
         Ok(principal)
     }
 
+    /// Whether every issuer that signs with public keys has had them fetched at least once
+    /// (readiness: until then no token of that issuer can be verified).
+    pub fn keys_loaded(&self) -> bool {
+        self.issuers.values().filter_map(|i| i.jwks.as_ref()).all(|source| !source.current().keys.is_empty())
+    }
+
     /// Fetches every issuer's keys (each at most once per minimum interval). The caller runs
     /// it on an interval; failures are logged and the previous keys stay in use.
     pub async fn refresh_all(&self) {
