@@ -206,3 +206,34 @@ async fn the_2024_transport_works_when_messages_land_on_another_replica() {
     let (_, reply) = sse.next_message_within(Duration::from_secs(5)).await.expect("the call's answer");
     assert_eq!(reply["result"]["content"][0]["text"], "old but working");
 }
+
+#[tokio::test]
+async fn stream_ids_never_collide_across_replicas() {
+    let db = PgDb::create().await;
+    let a = replica(db.url()).await;
+    let b = replica(db.url()).await;
+    let sid = a.initialize("2025-11-25").await;
+    // A call with progress answers as a stream on each replica: event ids name their stream.
+    let call = |id: i64| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"report_progress_steps","arguments":{"steps":2,"delay_ms":10},"_meta":{"progressToken":id}}})
+            .to_string()
+    };
+    let mut stream_ids = Vec::new();
+    for (s, id) in [(&a, 1), (&b, 2)] {
+        let mut reader = SseReader::new(s.post(&call(id), &[("mcp-session-id", &sid)]).await);
+        let mut last = None;
+        while let Some(event) = reader.next_event().await {
+            if event.id.is_some() {
+                last = event.id;
+            }
+        }
+        let last = last.expect("stream events carry ids");
+        stream_ids.push(last.split_once('_').expect("<stream>_<seq>").0.to_owned());
+    }
+    assert_ne!(stream_ids[0], stream_ids[1], "each replica's streams of one session have distinct ids");
+    // B cannot resume A's stream: it must not replay its own stream of the same number.
+    let a_event = format!("{}_1", stream_ids[0]);
+    let mut on_b = SseReader::new(open_get(&b, &sid, Some(&a_event)).await);
+    let (_, msg) = on_b.next_message_within(Duration::from_secs(5)).await.expect("a fresh stream");
+    assert_eq!(msg["method"], "notifications/tools/list_changed", "never another stream's events: {msg}");
+}

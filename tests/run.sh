@@ -51,5 +51,7 @@ else
   tests/e2e/setup.sh
   step "tests/e2e/run.sh"
   tests/e2e/run.sh
+  step "tests/cluster/topology.sh (3 replicas behind nginx, Postgres, Redis: sessions, list_changed, quotas, kill -9)"
+  tests/cluster/topology.sh
 fi
 step "all checks passed in $((SECONDS - started)) s"

@@ -48,7 +48,7 @@ pub struct ClientInfo {
 
 #[derive(Default)]
 struct Streams {
-    next_key: u32,
+    next_key: u64,
     get: Option<Arc<EventStream>>,
     /// POST response streams, newest last, kept for resumption.
     posts: Vec<Arc<EventStream>>,
@@ -83,6 +83,8 @@ pub struct Session {
     /// With several replicas: where changes to shared state (the log level) are written and
     /// announced.
     sync: Option<SessionSync>,
+    /// See [`Links::tag`].
+    tag: u32,
 }
 
 /// A session's link to the other replicas (see [`shared`]).
@@ -101,6 +103,13 @@ impl std::fmt::Debug for Session {
 /// What the session table gives every session it makes.
 pub(crate) struct Links<'a> {
     pub replay_events: usize,
+    /// The session table's random tag (see [`SessionStore`]): the high half of this replica's
+    /// stream keys and part of its server-to-client request ids, so neither collides with
+    /// another replica's for the same shared session. Without it, stream 3 of a session could
+    /// exist on two replicas, and a `Last-Event-ID` meant for a dead replica's stream would
+    /// replay another stream's events on a survivor (another call's answer, taken by the
+    /// client as its own).
+    pub tag: u32,
     /// Cancelled at shutdown: the session's notification streams end.
     pub draining: &'a CancellationToken,
     pub sync: Option<SessionSync>,
@@ -115,7 +124,7 @@ impl Session {
         owner: Option<Arc<str>>,
         links: Links<'_>,
     ) -> Self {
-        let Links { replay_events, draining, sync } = links;
+        let Links { replay_events, tag, draining, sync } = links;
         Self {
             id,
             kind,
@@ -134,6 +143,7 @@ impl Session {
             notifications_closed: draining.child_token(),
             legacy_out,
             replay_events,
+            tag,
             owner,
             sync,
         }
@@ -229,7 +239,7 @@ impl Session {
         let n = self.next_outgoing.fetch_add(1, Ordering::Relaxed);
         // Unique across replicas: two calls of one session on two replicas may both ask the
         // client something, and its answers may land on either replica.
-        let id = RequestId::String(format!("srv-{}-{n}", outgoing_prefix()).into());
+        let id = RequestId::String(format!("srv-{:08x}-{n}", self.tag).into());
         let (tx, rx) = oneshot::channel();
         self.pending.lock().insert(id.clone(), tx);
         (id, rx)
@@ -253,7 +263,7 @@ impl Session {
     pub fn open_post_stream(&self, buffer: usize) -> Arc<EventStream> {
         let mut streams = self.streams.lock();
         streams.next_key += 1;
-        let stream = Arc::new(EventStream::new(streams.next_key, self.replay_events, buffer));
+        let stream = Arc::new(EventStream::new((u64::from(self.tag) << 32) | streams.next_key, self.replay_events, buffer));
         streams.posts.push(stream.clone());
         // Forget the oldest finished streams beyond the retention bound.
         while streams.posts.len() > RETAINED_STREAMS {
@@ -274,7 +284,7 @@ impl Session {
             return s.clone();
         }
         streams.next_key += 1;
-        let stream = Arc::new(EventStream::new(streams.next_key, self.replay_events, buffer));
+        let stream = Arc::new(EventStream::new((u64::from(self.tag) << 32) | streams.next_key, self.replay_events, buffer));
         streams.get = Some(stream.clone());
         stream
     }
@@ -285,7 +295,7 @@ impl Session {
     }
 
     /// Finds a stream of this session by key (for `Last-Event-ID`).
-    pub fn find_stream(&self, key: u32) -> Option<Arc<EventStream>> {
+    pub fn find_stream(&self, key: u64) -> Option<Arc<EventStream>> {
         let streams = self.streams.lock();
         if let Some(s) = streams.get.as_ref().filter(|s| s.key() == key) {
             return Some(s.clone());
@@ -335,12 +345,6 @@ impl Session {
             s.finish();
         }
     }
-}
-
-/// A random per-process part of server-to-client request ids.
-fn outgoing_prefix() -> &'static str {
-    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    PREFIX.get_or_init(|| format!("{:08x}", rand::random::<u32>()))
 }
 
 fn version_index(v: ProtocolVersion) -> u8 {

@@ -32,6 +32,8 @@ pub struct SessionStore {
     /// Cancelled at shutdown: every session's notification streams end (see [`Session`]).
     draining: CancellationToken,
     signer: IdSigner,
+    /// Random per table: see [`Links::tag`](super::Links).
+    tag: u32,
     /// With several replicas: the shared table and the channel to the others.
     sync: Option<SessionSync>,
 }
@@ -50,7 +52,9 @@ impl std::fmt::Debug for SessionStore {
 impl SessionStore {
     pub fn new(settings: SessionSettings, replay_events: usize) -> Self {
         let signer = IdSigner::new(settings.secret.as_ref().map(Secret::expose));
-        Self { sessions: DashMap::new(), settings, replay_events, draining: CancellationToken::new(), signer, sync: None }
+        // Never 0, so a tagged key is never mistaken for an untagged small number.
+        let tag = rand::random::<u32>() | 1;
+        Self { sessions: DashMap::new(), settings, replay_events, draining: CancellationToken::new(), signer, tag, sync: None }
     }
 
     /// Shares sessions with the other replicas through `shared`, announcing on `cluster`.
@@ -86,7 +90,7 @@ impl SessionStore {
         let id: Arc<str> = self.signer.mint().into();
         // The 2024-11-05 transport's sessions live on their SSE connection: never shared.
         let sync = self.sync.clone().filter(|_| kind == SessionKind::Streamable);
-        let links = Links { replay_events: self.replay_events, draining: &self.draining, sync };
+        let links = Links { replay_events: self.replay_events, tag: self.tag, draining: &self.draining, sync };
         let session = Arc::new(Session::new(id.clone(), kind, version, legacy_out, owner, links));
         self.sessions.insert(id, session.clone());
         Ok(session)
@@ -128,7 +132,7 @@ impl SessionStore {
         })?;
         let Some(stored) = stored.filter(|s| s.kind == SessionKind::Streamable) else { return Ok(None) };
         let id: Arc<str> = id.into();
-        let links = Links { replay_events: self.replay_events, draining: &self.draining, sync: Some(sync.clone()) };
+        let links = Links { replay_events: self.replay_events, tag: self.tag, draining: &self.draining, sync: Some(sync.clone()) };
         let session = Session::new(id.clone(), stored.kind, stored.version, None, stored.owner.map(Into::into), links);
         if stored.initialized {
             session.set_initialized(stored.version, stored.client);

@@ -24,7 +24,7 @@ pub enum ResumeError {
 }
 
 /// Splits `<stream>_<seq>` into its parts.
-pub fn parse_event_id(id: &str) -> Option<(u32, u64)> {
+pub fn parse_event_id(id: &str) -> Option<(u64, u64)> {
     let (stream, seq) = id.split_once('_')?;
     Some((stream.parse().ok()?, seq.parse().ok()?))
 }
@@ -38,7 +38,7 @@ struct Inner {
 
 /// A resumable event stream.
 pub struct EventStream {
-    key: u32,
+    key: u64,
     replay_cap: usize,
     buffer: usize,
     inner: Mutex<Inner>,
@@ -51,12 +51,12 @@ impl std::fmt::Debug for EventStream {
 }
 
 impl EventStream {
-    pub(crate) fn new(key: u32, replay_cap: usize, buffer: usize) -> Self {
+    pub(crate) fn new(key: u64, replay_cap: usize, buffer: usize) -> Self {
         let inner = Inner { next_seq: 1, replay: VecDeque::new(), live: None, finished: false };
         Self { key, replay_cap, buffer: buffer.max(1), inner: Mutex::new(inner) }
     }
 
-    pub fn key(&self) -> u32 {
+    pub fn key(&self) -> u64 {
         self.key
     }
 
