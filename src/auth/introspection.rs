@@ -138,12 +138,15 @@ impl Introspector {
 
     /// Whether the endpoint has answered at least once; if not yet, asks it now (an HTTP
     /// answer of any status counts: it proves the server is reachable, not a token's worth).
+    /// A completed introspection also counts (see `verify`).
     pub async fn reachable(&self) -> bool {
         use std::sync::atomic::Ordering;
         if self.reached.load(Ordering::Relaxed) {
             return true;
         }
-        let answered = self.http.post(self.endpoint.clone()).form(&[("token", "toolgate-readiness-probe")]).send().await.is_ok();
+        // A HEAD, not an introspection: it proves the server answers without spending one of
+        // its introspection calls (any status counts; most answer 405).
+        let answered = self.http.head(self.endpoint.clone()).send().await.is_ok();
         if answered {
             self.reached.store(true, Ordering::Relaxed);
         }
@@ -176,6 +179,7 @@ impl Introspector {
             // The endpoint's own failure, not the token's: the caller answers 503.
             TokenError::Unavailable(format!("introspection failed: {}", error_kind(&e)))
         })?;
+        self.reached.store(true, std::sync::atomic::Ordering::Relaxed);
         if !response.active() {
             introspection_request(Introspection::Inactive);
             return Err(TokenError::Invalid("token is not active".into()));
