@@ -48,7 +48,7 @@ pub async fn require_admin(State(app): State<AppState>, mut request: Request, ne
     }
     if let (Some(audit), false) = (&app.audit, matches!(refusal, Refusal::Missing | Refusal::Unavailable)) {
         let kind = if matches!(refusal, Refusal::InsufficientScope(_)) { EventKind::AuthzDenied } else { EventKind::AuthFailure };
-        let mut record = AuditRecord::new(kind, Outcome::Denied).with_detail(format!("admin API: {}", refusal_kind(&refusal)));
+        let mut record = AuditRecord::new(kind, Outcome::Denied).with_detail(format!("admin API: {}", refusal.kind()));
         if let Some(ip) = ip {
             record = record.with_client_ip(ip);
         }
@@ -105,16 +105,6 @@ fn with_admin_scope(mut needed: Vec<String>, scope: &str) -> Vec<String> {
         needed.push(scope.to_owned());
     }
     needed
-}
-
-fn refusal_kind(r: &Refusal) -> &'static str {
-    match r {
-        Refusal::Missing => "missing",
-        Refusal::Malformed(_) => "malformed",
-        Refusal::Invalid(_) => "invalid_token",
-        Refusal::InsufficientScope(_) => "insufficient_scope",
-        Refusal::Unavailable => "unavailable",
-    }
 }
 
 #[cfg(test)]

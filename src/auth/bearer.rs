@@ -52,6 +52,19 @@ pub enum Refusal {
     Unavailable,
 }
 
+impl Refusal {
+    /// A short, bounded name for logs and audit records (never the token or its claims).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Missing => "missing",
+            Self::Malformed(_) => "malformed",
+            Self::Invalid(_) => "invalid_token",
+            Self::InsufficientScope(_) => "insufficient_scope",
+            Self::Unavailable => "unavailable",
+        }
+    }
+}
+
 impl Authenticator {
     pub fn new(settings: &AuthSettings, verifier: Option<Arc<JwtVerifier>>, introspector: Option<Arc<Introspector>>) -> Self {
         let resource = settings.resource.clone().unwrap_or_default();
@@ -237,12 +250,12 @@ pub async fn require(State(app): State<AppState>, mut request: Request, next: Ne
                 limiter.record_auth_failure(ip);
             }
             if !matches!(refusal, Refusal::Missing) {
-                tracing::info!(path = %request.uri().path(), refusal = ?refusal_kind(&refusal), "request refused by the bearer gate");
+                tracing::info!(path = %request.uri().path(), refusal = ?refusal.kind(), "request refused by the bearer gate");
             }
             if let (Some(audit), false) = (&app.audit, matches!(refusal, Refusal::Missing | Refusal::Unavailable)) {
                 use crate::audit::{AuditRecord, EventKind, Outcome};
                 let kind = if matches!(refusal, Refusal::InsufficientScope(_)) { EventKind::AuthzDenied } else { EventKind::AuthFailure };
-                let mut record = AuditRecord::new(kind, Outcome::Denied).with_detail(refusal_kind(&refusal));
+                let mut record = AuditRecord::new(kind, Outcome::Denied).with_detail(refusal.kind());
                 if let Some(ip) = ip {
                     record = record.with_client_ip(ip);
                 }
@@ -258,16 +271,6 @@ pub async fn require(State(app): State<AppState>, mut request: Request, next: Ne
             }
             auth.refuse(&refusal)
         }
-    }
-}
-
-fn refusal_kind(r: &Refusal) -> &'static str {
-    match r {
-        Refusal::Missing => "missing",
-        Refusal::Malformed(_) => "malformed",
-        Refusal::Invalid(_) => "invalid_token",
-        Refusal::InsufficientScope(_) => "insufficient_scope",
-        Refusal::Unavailable => "unavailable",
     }
 }
 
