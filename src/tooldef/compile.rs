@@ -244,23 +244,12 @@ pub fn compile(raw: &RawDef, settings: &Settings, origin: Origin) -> Result<Comp
         None => {
             let builder = Tool::builder(def.name.clone(), description).input_schema(input_schema.clone());
             match kind {
-                Kind::Http => def.http.as_ref().map(|spec| HttpTool::build(spec, &cx)).map(|built| {
-                    built.map(|t| {
-                        let t = Arc::new(t);
-                        builder.handler(move |ctx| {
-                            let t = t.clone();
-                            async move { t.call(&ctx, format.for_call(offered, ctx.arguments())).await }
-                        })
-                    })
+                Kind::Http => def.http.as_ref().map(|spec| {
+                    HttpTool::build(spec, &cx).map(|t| serve(builder, t, format, offered, |t, ctx, f| async move { t.call(&ctx, f).await }))
                 }),
-                Kind::Command => def.command.as_ref().map(|spec| CommandTool::build(spec, &cx)).map(|built| {
-                    built.map(|t| {
-                        let t = Arc::new(t);
-                        builder.handler(move |ctx| {
-                            let t = t.clone();
-                            async move { t.call(&ctx, format.for_call(offered, ctx.arguments())).await }
-                        })
-                    })
+                Kind::Command => def.command.as_ref().map(|spec| {
+                    CommandTool::build(spec, &cx)
+                        .map(|t| serve(builder, t, format, offered, |t, ctx, f| async move { t.call(&ctx, f).await }))
                 }),
                 Kind::Builtin => None,
             }
@@ -278,6 +267,25 @@ pub fn compile(raw: &RawDef, settings: &Settings, origin: Origin) -> Result<Comp
         return Err(errors);
     }
     Ok(Compiled { name: def.name.clone(), enabled: def.enabled, kind, tool: def.enabled.then(|| finish(tool, &def, &raw.value, origin)) })
+}
+
+/// A built kind as the tool's handler: each call gets the response format it asked for.
+fn serve<T, Fut>(
+    builder: crate::tool::ToolBuilder,
+    kind: T,
+    format: ResponseFormat,
+    offered: bool,
+    call: fn(Arc<T>, crate::tool::ToolContext, ResponseFormat) -> Fut,
+) -> Tool
+where
+    T: Send + Sync + 'static,
+    Fut: std::future::Future<Output = crate::tool::ToolOutcome> + Send + 'static,
+{
+    let kind = Arc::new(kind);
+    builder.handler(move |ctx| {
+        let format = format.for_call(offered, ctx.arguments());
+        call(kind.clone(), ctx, format)
+    })
 }
 
 /// Applies the common settings to a built tool.
