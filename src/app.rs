@@ -488,7 +488,7 @@ async fn follow_sessions(mut rx: tokio::sync::broadcast::Receiver<crate::cluster
 
 /// Keeps the limiter's per-tool rules in step with the rates tool definitions carry.
 fn configure_tool_limits(server: &McpServer, limiter: &dyn crate::limits::Limiter) {
-    let rates = server.tools.snapshot().iter().filter_map(|t| Some((t.name().to_owned(), t.tool.rate_limit.clone()?))).collect();
+    let rates = server.tools.snapshot().iter().filter_map(|t| Some((t.name().to_owned(), t.tool.opts.rate_limit.clone()?))).collect();
     limiter.configure_tools(&rates);
 }
 

@@ -242,7 +242,7 @@ impl McpServer {
     pub(crate) fn may_use(&self, tool: &crate::tool::RegisteredTool, ctx: &RequestCtx) -> bool {
         let Some(principal) = &ctx.principal else { return true };
         let configured = self.settings.auth.tool_scopes.get(tool.name()).is_none_or(|needed| needed.iter().all(|s| principal.has_scope(s)));
-        configured && tool.tool.scopes.iter().all(|s| principal.has_scope(s))
+        configured && tool.tool.opts.scopes.iter().all(|s| principal.has_scope(s))
     }
 
     fn list_tools(&self, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {

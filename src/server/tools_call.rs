@@ -121,8 +121,8 @@ impl McpServer {
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {name}")).with_data(json!({ "name": name })))?
             .clone();
         drop(set);
-        report.keep_arguments = tool.tool.audit_arguments;
-        report.redact.clone_from(&tool.tool.redact);
+        report.keep_arguments = tool.tool.opts.audit_arguments;
+        report.redact.clone_from(&tool.tool.opts.redact);
 
         // Input validation failures are tool-execution errors the model can fix (SEP-1303).
         let args_value = Value::Object(arguments);
@@ -134,7 +134,7 @@ impl McpServer {
 
         let progress_token =
             params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_i64() || t.is_u64()).cloned();
-        let timeout = tool.tool.timeout.unwrap_or_else(|| self.default_timeout());
+        let timeout = tool.tool.opts.timeout.unwrap_or_else(|| self.default_timeout());
         // The tool's token is a child: a timeout cancels the tool, not the request.
         let tool_cancel = ctx.cancel.child_token();
         let context = ToolContext::new(ContextParts {
@@ -233,7 +233,7 @@ impl McpServer {
             Ended::Done(Err(e)) => CallToolResult::error(e.to_string()),
         };
 
-        let limit = tool.tool.char_limit.unwrap_or(self.settings.tools.default_char_limit);
+        let limit = tool.tool.opts.char_limit.unwrap_or(self.settings.tools.default_char_limit);
         let result = truncate_text(result, limit);
         if let (Some(validator), false) = (&tool.output, result.is_error) {
             let problem = match &result.structured_content {

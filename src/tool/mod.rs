@@ -124,6 +124,12 @@ pub struct ToolDescriptor {
 pub struct Tool {
     pub(crate) descriptor: ToolDescriptor,
     pub(crate) handler: Handler,
+    pub(crate) opts: ToolOptions,
+}
+
+/// How a tool is run, limited and audited: what [`ToolBuilder`] sets besides the descriptor.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ToolOptions {
     pub(crate) timeout: Option<Duration>,
     /// Most calls of this tool running at once (besides the server-wide limit).
     pub(crate) concurrency: Option<usize>,
@@ -188,25 +194,17 @@ impl Tool {
                 execution: serde_json::json!({"taskSupport": "forbidden"}),
                 meta: None,
             },
-            timeout: None,
-            concurrency: None,
-            char_limit: None,
-            audit_arguments: false,
-            redact: Vec::new(),
-            scopes: Vec::new(),
-            rate_limit: None,
-            origin: Origin::Code,
-            fingerprint: 0,
+            opts: ToolOptions::default(),
         }
     }
 
     pub fn origin(&self) -> Origin {
-        self.origin
+        self.opts.origin
     }
 
     /// Scopes a caller must hold to see and call this tool.
     pub fn scopes(&self) -> &[String] {
-        &self.scopes
+        &self.opts.scopes
     }
 
     pub fn name(&self) -> &str {
@@ -219,20 +217,7 @@ impl Tool {
 
     /// The same tool with `change` applied to its settings; the handler is kept.
     pub(crate) fn reconfigure(self, change: impl FnOnce(ToolBuilder) -> ToolBuilder) -> Tool {
-        let handler = self.handler;
-        let b = change(ToolBuilder {
-            descriptor: self.descriptor,
-            timeout: self.timeout,
-            concurrency: self.concurrency,
-            char_limit: self.char_limit,
-            audit_arguments: self.audit_arguments,
-            redact: self.redact,
-            scopes: self.scopes,
-            rate_limit: self.rate_limit,
-            origin: self.origin,
-            fingerprint: self.fingerprint,
-        });
-        b.with_handler(handler)
+        change(ToolBuilder { descriptor: self.descriptor, opts: self.opts }).with_handler(self.handler)
     }
 
     /// Runs the handler directly, with none of the execution layer around it (no schema
@@ -246,15 +231,7 @@ impl Tool {
 #[derive(Debug)]
 pub struct ToolBuilder {
     descriptor: ToolDescriptor,
-    timeout: Option<Duration>,
-    concurrency: Option<usize>,
-    char_limit: Option<usize>,
-    audit_arguments: bool,
-    redact: Vec<String>,
-    scopes: Vec<String>,
-    rate_limit: Option<crate::limits::ToolLimit>,
-    origin: Origin,
-    fingerprint: u64,
+    opts: ToolOptions,
 }
 
 impl ToolBuilder {
@@ -299,51 +276,51 @@ impl ToolBuilder {
 
     /// Overrides the server-wide default call timeout for this tool.
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
+        self.opts.timeout = Some(timeout);
         self
     }
 
     /// At most `n` calls of this tool run at once; others wait in the bounded queue.
     pub fn concurrency(mut self, n: usize) -> Self {
-        self.concurrency = Some(n.max(1));
+        self.opts.concurrency = Some(n.max(1));
         self
     }
 
     /// Overrides the server-wide limit on returned text characters for this tool.
     pub fn char_limit(mut self, chars: usize) -> Self {
-        self.char_limit = Some(chars);
+        self.opts.char_limit = Some(chars);
         self
     }
 
     /// Keep this tool's arguments in its audit records, with the fields named in
     /// `audit.redact_fields` redacted. Off by default: records always carry a digest only.
     pub fn audit_arguments(mut self) -> Self {
-        self.audit_arguments = true;
+        self.opts.audit_arguments = true;
         self
     }
 
     /// Like [`audit_arguments`](Self::audit_arguments), also redacting these fields.
     pub fn audit_arguments_redacting(mut self, fields: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.audit_arguments = true;
-        self.redact.extend(fields.into_iter().map(Into::into));
+        self.opts.audit_arguments = true;
+        self.opts.redact.extend(fields.into_iter().map(Into::into));
         self
     }
 
     /// The caller's token must hold every one of these scopes to see and call the tool.
     pub fn scopes(mut self, scopes: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.scopes.extend(scopes.into_iter().map(Into::into));
+        self.opts.scopes.extend(scopes.into_iter().map(Into::into));
         self
     }
 
     /// A per-client rate of this tool's own (`[limits.tools.<name>]` overrides it).
     pub fn rate_limit(mut self, limit: crate::limits::ToolLimit) -> Self {
-        self.rate_limit = Some(limit);
+        self.opts.rate_limit = Some(limit);
         self
     }
 
     pub(crate) fn origin(mut self, origin: Origin, fingerprint: u64) -> Self {
-        self.origin = origin;
-        self.fingerprint = fingerprint;
+        self.opts.origin = origin;
+        self.opts.fingerprint = fingerprint;
         self
     }
 
@@ -366,18 +343,6 @@ impl ToolBuilder {
     }
 
     fn with_handler(self, handler: Handler) -> Tool {
-        Tool {
-            descriptor: self.descriptor,
-            handler,
-            timeout: self.timeout,
-            concurrency: self.concurrency,
-            char_limit: self.char_limit,
-            audit_arguments: self.audit_arguments,
-            redact: self.redact,
-            scopes: self.scopes,
-            rate_limit: self.rate_limit,
-            origin: self.origin,
-            fingerprint: self.fingerprint,
-        }
+        Tool { descriptor: self.descriptor, handler, opts: self.opts }
     }
 }

@@ -59,7 +59,7 @@ impl RegisteredTool {
         };
         let listing = serde_json::to_value(d).map_err(|e| format!("tool {:?}: {e}", d.name))?;
         // A tool's own queue is as deep as its limit allows a burst to wait: 4 rounds.
-        let bulkhead = tool.concurrency.map(|n| super::bulkhead::Bulkhead::new(n, n.saturating_mul(4)));
+        let bulkhead = tool.opts.concurrency.map(|n| super::bulkhead::Bulkhead::new(n, n.saturating_mul(4)));
         let header_params = d
             .input_schema
             .get("properties")
@@ -102,7 +102,7 @@ pub struct ToolSet {
 impl ToolSet {
     fn from_sorted(tools: Vec<Arc<RegisteredTool>>) -> Self {
         let index = tools.iter().enumerate().map(|(i, t)| (t.name().to_owned(), i)).collect();
-        let scoped = tools.iter().any(|t| !t.tool.scopes.is_empty());
+        let scoped = tools.iter().any(|t| !t.tool.opts.scopes.is_empty());
         Self { tools, index, scoped }
     }
 
@@ -229,20 +229,23 @@ impl ToolRegistry {
         self.modify(|map| {
             let incoming: HashMap<&str, &Arc<RegisteredTool>> = compiled.iter().map(|t| (t.name(), t)).collect();
             if let Some((name, other)) =
-                incoming.keys().find_map(|n| map.get(*n).filter(|t| t.tool.origin != origin).map(|t| (*n, t.tool.origin)))
+                incoming.keys().find_map(|n| map.get(*n).filter(|t| t.tool.opts.origin != origin).map(|t| (*n, t.tool.opts.origin)))
             {
                 conflict = Some(format!("tool name {name:?} is already taken by a tool from {}", other.as_str()));
                 return false;
             }
-            let stale: Vec<String> =
-                map.values().filter(|t| t.tool.origin == origin && !incoming.contains_key(t.name())).map(|t| t.name().to_owned()).collect();
+            let stale: Vec<String> = map
+                .values()
+                .filter(|t| t.tool.opts.origin == origin && !incoming.contains_key(t.name()))
+                .map(|t| t.name().to_owned())
+                .collect();
             for name in stale {
                 map.remove(&name);
                 report.removed.push(name);
             }
             for tool in &compiled {
                 match map.get(tool.name()) {
-                    Some(old) if old.tool.fingerprint == tool.tool.fingerprint && tool.tool.fingerprint != 0 => continue,
+                    Some(old) if old.tool.opts.fingerprint == tool.tool.opts.fingerprint && tool.tool.opts.fingerprint != 0 => continue,
                     Some(_) => report.changed.push(tool.name().to_owned()),
                     None => report.added.push(tool.name().to_owned()),
                 }
@@ -258,7 +261,7 @@ impl ToolRegistry {
 
     /// The origin of the tool called `name`, if there is one.
     pub fn origin_of(&self, name: &str) -> Option<Origin> {
-        self.current.load().get(name).map(|t| t.tool.origin)
+        self.current.load().get(name).map(|t| t.tool.opts.origin)
     }
 
     fn modify(&self, change: impl FnOnce(&mut std::collections::BTreeMap<String, Arc<RegisteredTool>>) -> bool) -> bool {
