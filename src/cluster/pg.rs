@@ -70,7 +70,7 @@ impl PgCluster {
                 Ok(Some(notification)) => match serde_json::from_str::<Envelope>(notification.payload()) {
                     Ok(envelope) if envelope.from == self.replica => {}
                     Ok(envelope) => {
-                        metrics::counter!("toolgate_cluster_events_received_total").increment(1);
+                        metrics::counter!(crate::metrics::CLUSTER_EVENTS_RECEIVED).increment(1);
                         let _ = self.tx.send(envelope.event);
                     }
                     Err(e) => tracing::warn!(error = %e, "ignoring an unreadable cluster event"),
@@ -112,7 +112,7 @@ impl PgCluster {
         }
         if !self.connected.swap(true, Ordering::Relaxed) {
             tracing::info!(channel = %self.channel, "cluster events reconnected; resynchronising");
-            metrics::gauge!("toolgate_cluster_connected").set(1.0);
+            metrics::gauge!(crate::metrics::CLUSTER_CONNECTED).set(1.0);
             let _ = self.tx.send(ClusterEvent::Resync);
         }
     }
@@ -120,7 +120,7 @@ impl PgCluster {
     fn mark_down(&self, why: &str) {
         if self.connected.swap(false, Ordering::Relaxed) {
             tracing::warn!(channel = %self.channel, "{why}");
-            metrics::gauge!("toolgate_cluster_connected").set(0.0);
+            metrics::gauge!(crate::metrics::CLUSTER_CONNECTED).set(0.0);
         }
     }
 
@@ -145,7 +145,7 @@ impl PgCluster {
             loop {
                 match sqlx::query("SELECT pg_notify($1, $2)").bind(&self.channel).bind(&payload).execute(&pool).await {
                     Ok(_) => {
-                        metrics::counter!("toolgate_cluster_events_sent_total").increment(1);
+                        metrics::counter!(crate::metrics::CLUSTER_EVENTS_SENT).increment(1);
                         break;
                     }
                     Err(e) => {

@@ -20,10 +20,7 @@ use redis::{Client, Script};
 use super::rejection::{Reason, Rejection};
 use super::settings::{OnError, RedisSettings};
 
-/// Counter `{kind}` (`timeout`, `error`): checks Redis did not answer in time or failed.
-pub const BACKEND_ERRORS: &str = "toolgate_rate_limit_backend_errors_total";
-/// Gauge: 1 while the last Redis check succeeded, 0 after a failure until one succeeds again.
-pub const BACKEND_UP: &str = "toolgate_rate_limit_backend_up";
+pub use crate::metrics::{RATE_LIMIT_BACKEND_ERRORS as BACKEND_ERRORS, RATE_LIMIT_BACKEND_UP as BACKEND_UP};
 
 /// Charges each bucket in order; the first refusal stops, and buckets before it stay charged,
 /// exactly as the local limiter charges a request before its tool call.
@@ -266,14 +263,6 @@ impl Metrics {
     const REMIND_EVERY: Duration = Duration::from_secs(60);
 
     fn new() -> Self {
-        metrics::describe_counter!(
-            BACKEND_ERRORS,
-            "Rate-limit checks the shared store (Redis) failed (kind=error) or did not answer in time (kind=timeout)."
-        );
-        metrics::describe_gauge!(
-            BACKEND_UP,
-            "1 while the shared rate-limit store (Redis) answers, 0 after a failure until it answers again."
-        );
         Self {
             timeouts: metrics::counter!(BACKEND_ERRORS, "kind" => "timeout"),
             errors: metrics::counter!(BACKEND_ERRORS, "kind" => "error"),

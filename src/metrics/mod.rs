@@ -87,6 +87,16 @@ pub const DB_POOL_CONNECTIONS: &str = "toolgate_db_pool_connections";
 pub const TOOL_RELOADS: &str = "toolgate_tool_reloads_total";
 /// Gauge `{source}`, recorded by `tooldef::sources`.
 pub const TOOLS: &str = "toolgate_tools";
+/// Counter `{kind}` (`timeout`, `error`), recorded by `limits::redis`.
+pub const RATE_LIMIT_BACKEND_ERRORS: &str = "toolgate_rate_limit_backend_errors_total";
+/// Gauge, recorded by `limits::redis`.
+pub const RATE_LIMIT_BACKEND_UP: &str = "toolgate_rate_limit_backend_up";
+/// Gauge, recorded by `cluster::pg`.
+pub const CLUSTER_CONNECTED: &str = "toolgate_cluster_connected";
+/// Counter, recorded by `cluster::pg`.
+pub const CLUSTER_EVENTS_SENT: &str = "toolgate_cluster_events_sent_total";
+/// Counter, recorded by `cluster::pg`.
+pub const CLUSTER_EVENTS_RECEIVED: &str = "toolgate_cluster_events_received_total";
 
 /// Request-path latencies: 100 µs to 10 s.
 const LATENCY_BUCKETS: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
@@ -201,6 +211,17 @@ pub fn describe() {
     describe_gauge!(DB_POOL_CONNECTIONS, "Database pool connections by state (idle, in_use).");
     describe_counter!(TOOL_RELOADS, "Reloads of tool definitions by source and result (ok, invalid).");
     describe_gauge!(TOOLS, "Tools served from each definition source.");
+    describe_counter!(
+        RATE_LIMIT_BACKEND_ERRORS,
+        "Rate-limit checks the shared store (Redis) failed (kind=error) or did not answer in time (kind=timeout)."
+    );
+    describe_gauge!(
+        RATE_LIMIT_BACKEND_UP,
+        "1 while the shared rate-limit store (Redis) answers, 0 after a failure until it answers again."
+    );
+    describe_gauge!(CLUSTER_CONNECTED, "1 while this replica listens for events from the others (Postgres LISTEN), 0 while reconnecting.");
+    describe_counter!(CLUSTER_EVENTS_SENT, "Events sent to the other replicas (Postgres NOTIFY).");
+    describe_counter!(CLUSTER_EVENTS_RECEIVED, "Events received from the other replicas.");
 }
 
 // ===== /metrics =====

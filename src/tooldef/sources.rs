@@ -176,18 +176,18 @@ impl Definitions {
         let status = if origin == Origin::File { &self.file } else { &self.database };
         match result {
             Ok(report) => {
-                metrics::counter!("toolgate_tool_reloads_total", "source" => label, "result" => "ok").increment(1);
+                metrics::counter!(crate::metrics::TOOL_RELOADS, "source" => label, "result" => "ok").increment(1);
                 let mut s = status.lock();
                 s.tools = self.count(origin);
                 s.loaded_at = Some(unix_now());
                 s.last_error = None;
-                metrics::gauge!("toolgate_tools", "source" => label).set(s.tools as f64);
+                metrics::gauge!(crate::metrics::TOOLS, "source" => label).set(s.tools as f64);
                 if !report.is_empty() {
                     tracing::info!(source = label, added = ?report.added, changed = ?report.changed, removed = ?report.removed, "tools reloaded");
                 }
             }
             Err(errors) => {
-                metrics::counter!("toolgate_tool_reloads_total", "source" => label, "result" => "invalid").increment(1);
+                metrics::counter!(crate::metrics::TOOL_RELOADS, "source" => label, "result" => "invalid").increment(1);
                 tracing::error!(
                     source = label,
                     problems = errors.count(),
