@@ -249,14 +249,14 @@ async fn audit_command(settings: &Settings, store: &toolgate::store::Store, comm
     Ok(())
 }
 
-/// The names of the tools the enabled packs serve.
-fn code_tools(settings: &Settings) -> anyhow::Result<Vec<String>> {
+/// The tools the enabled packs serve: name and description.
+fn code_tools(settings: &Settings) -> anyhow::Result<Vec<(String, String)>> {
     let server = std::sync::Arc::new(toolgate::server::McpServer::new(
         std::sync::Arc::new(settings.clone()),
         std::sync::Arc::new(toolgate::bus::LocalBus::default()),
     ));
     toolgate::packs::install(&server, &settings.tools).map_err(anyhow::Error::msg)?;
-    Ok(server.tools.snapshot().iter().map(|t| t.name().to_owned()).collect())
+    Ok(server.tools.snapshot().iter().map(|t| (t.name().to_owned(), t.tool.descriptor().description.clone())).collect())
 }
 
 async fn tools_command(settings: Settings, command: ToolsCommand) -> anyhow::Result<()> {
@@ -272,7 +272,7 @@ async fn tools_command(settings: Settings, command: ToolsCommand) -> anyhow::Res
                 .map_err(|e| anyhow::anyhow!("invalid tool definitions:\n{e}"))?;
             // A name a built-in pack already serves would make the server refuse the file.
             let packs = code_tools(&settings)?;
-            let taken: Vec<&str> = compiled.iter().map(|c| c.name.as_str()).filter(|n| packs.contains(&(*n).to_owned())).collect();
+            let taken: Vec<&str> = compiled.iter().map(|c| c.name.as_str()).filter(|n| packs.iter().any(|(name, _)| name == n)).collect();
             anyhow::ensure!(
                 taken.is_empty(),
                 "{}: {} already served by a built-in pack; rename the definition or switch the pack off ([tools.packs])",
@@ -286,13 +286,8 @@ async fn tools_command(settings: Settings, command: ToolsCommand) -> anyhow::Res
         ToolsCommand::List { json } => {
             // (name, origin, kind, enabled, description)
             let mut rows: Vec<(String, &str, String, bool, String)> = Vec::new();
-            let server = std::sync::Arc::new(toolgate::server::McpServer::new(
-                std::sync::Arc::new(settings.clone()),
-                std::sync::Arc::new(toolgate::bus::LocalBus::default()),
-            ));
-            toolgate::packs::install(&server, &settings.tools).map_err(anyhow::Error::msg)?;
-            for t in server.tools.snapshot().iter() {
-                rows.push((t.name().to_owned(), Origin::Code.as_str(), "code".into(), true, t.tool.descriptor().description.clone()));
+            for (name, description) in code_tools(&settings)? {
+                rows.push((name, Origin::Code.as_str(), "code".into(), true, description));
             }
             let mut add = |c: toolgate::tooldef::Compiled, origin: Origin, description: String| {
                 rows.push((c.name, origin.as_str(), c.kind.as_str().to_owned(), c.enabled, description));

@@ -325,18 +325,19 @@ pub(crate) fn start_on_session(
 /// A client's answer to a server-to-client request. The call waiting for it may run on
 /// another replica: then it goes there over the cluster channel.
 pub(crate) fn on_response(app: &AppState, session: &Session, r: crate::protocol::jsonrpc::Response) {
+    // Only a shared session may need the message again, for another replica; the outcome is
+    // moved into the local attempt.
+    let message = app.sessions.is_shared().then(|| match &r.outcome {
+        Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": r.id, "result": result}),
+        Err(error) => serde_json::json!({"jsonrpc": "2.0", "id": r.id, "error": error}),
+    });
     let id = r.id.clone();
-    let message = match &r.outcome {
-        Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(error) => serde_json::json!({"jsonrpc": "2.0", "id": id, "error": error}),
-    };
     if session.complete_outgoing(&r.id, r.outcome) {
         return;
     }
-    if app.sessions.is_shared() {
-        app.sessions.publish(crate::cluster::ClusterEvent::ClientResponse { session: session.id.to_string(), message });
-    } else {
-        tracing::debug!(id = %id, "response to an unknown or finished server request; dropped");
+    match message {
+        Some(message) => app.sessions.publish(crate::cluster::ClusterEvent::ClientResponse { session: session.id.to_string(), message }),
+        None => tracing::debug!(id = %id, "response to an unknown or finished server request; dropped"),
     }
 }
 
