@@ -37,6 +37,20 @@ pub enum Outcome {
     InternalError,
 }
 
+impl Outcome {
+    /// Every outcome, in declaration order (`outcome as usize` indexes it).
+    pub const ALL: [Self; 8] = [
+        Self::Ok,
+        Self::ToolError,
+        Self::Timeout,
+        Self::Cancelled,
+        Self::Denied,
+        Self::RateLimited,
+        Self::InvalidInput,
+        Self::InternalError,
+    ];
+}
+
 macro_rules! wire_names {
     ($ty:ty { $($variant:ident => $name:literal),* $(,)? }) => {
         impl $ty {

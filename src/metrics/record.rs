@@ -114,29 +114,11 @@ pub fn jsonrpc_error(error_code: i32) {
 // ===== tools =====
 
 /// Every outcome, in [`outcome_index`] order.
-const OUTCOMES: [Outcome; 8] = [
-    Outcome::Ok,
-    Outcome::ToolError,
-    Outcome::Timeout,
-    Outcome::Cancelled,
-    Outcome::Denied,
-    Outcome::RateLimited,
-    Outcome::InvalidInput,
-    Outcome::InternalError,
-];
+const OUTCOMES: [Outcome; 8] = Outcome::ALL;
 
-/// Exhaustive, so a new outcome cannot be forgotten here.
+/// `Outcome::ALL` is in declaration order, so the discriminant is the index.
 fn outcome_index(outcome: Outcome) -> usize {
-    match outcome {
-        Outcome::Ok => 0,
-        Outcome::ToolError => 1,
-        Outcome::Timeout => 2,
-        Outcome::Cancelled => 3,
-        Outcome::Denied => 4,
-        Outcome::RateLimited => 5,
-        Outcome::InvalidInput => 6,
-        Outcome::InternalError => 7,
-    }
+    outcome as usize
 }
 
 /// The handles of one tool: a counter per outcome (all registered at once, so every outcome

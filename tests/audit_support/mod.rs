@@ -91,16 +91,7 @@ pub fn audit_settings() -> AuditSettings {
 
 /// Record `i` of a test: every field set, outcomes and kinds cycling.
 pub fn sample(i: usize) -> AuditRecord {
-    const OUTCOMES: [Outcome; 8] = [
-        Outcome::Ok,
-        Outcome::ToolError,
-        Outcome::Timeout,
-        Outcome::Cancelled,
-        Outcome::Denied,
-        Outcome::RateLimited,
-        Outcome::InvalidInput,
-        Outcome::InternalError,
-    ];
+    const OUTCOMES: [Outcome; 8] = Outcome::ALL;
     const KINDS: [EventKind; 5] =
         [EventKind::ToolCall, EventKind::AuthFailure, EventKind::AuthzDenied, EventKind::RateLimited, EventKind::RegistryChange];
     let principal = Principal {
