@@ -1,5 +1,6 @@
 """Helpers the tests/cluster Python programs share: modern (2026-07-28) requests without an SDK,
-a minimal SSE reader, percentiles. Imported from the script's own directory."""
+a minimal SSE reader, percentiles, and the bounded run that prints a program's one-line JSON
+report. Imported from the script's own directory."""
 
 import json
 import math
@@ -70,3 +71,29 @@ def percentile(values: list[float], p: float) -> float | None:
         return None
     s = sorted(values)
     return s[max(0, min(len(s) - 1, math.ceil(p / 100 * len(s)) - 1))]
+
+
+def errors_of(e: BaseException) -> list[str]:
+    """Every failure inside an exception (the SDKs raise ExceptionGroups from task groups)."""
+    if isinstance(e, BaseExceptionGroup):
+        return [m for sub in e.exceptions for m in errors_of(sub)]
+    return [f"{type(e).__name__}: {e}"]
+
+
+def run_reported(run: Any, args: Any, out: dict[str, Any], ok: Any = None) -> int:
+    """Runs `run(args, out)` within `args.timeout` seconds, records what went wrong in
+    `out["errors"]`, prints `out` as one JSON line and returns the exit status: 0 when `ok(out)`
+    (default: no errors)."""
+    import anyio  # the SDK venvs have it; load.py and quota.py never call this
+
+    async def bounded() -> None:
+        with anyio.fail_after(args.timeout):
+            await run(args, out)
+
+    try:
+        anyio.run(bounded)
+    except Exception as e:  # noqa: BLE001 - reported, and the check fails
+        out["errors"].extend(errors_of(e))
+    out["ok"] = ok(out) if ok else not out["errors"]
+    print(json.dumps(out, separators=(",", ":")), flush=True)
+    return 0 if out["ok"] else 1

@@ -33,6 +33,8 @@ import mcp.types as types
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from common import run_reported
+
 
 class Watching(httpx.AsyncBaseTransport):
     """Tags tools/call POSTs with X-Request-Id and notes every request and its answer."""
@@ -172,12 +174,6 @@ async def run(args: argparse.Namespace, out: dict[str, Any]) -> None:
             out["errors"].append(f"the session did not go on working after the kill: {retry}")
 
 
-def errors_of(e: BaseException) -> list[str]:
-    if isinstance(e, BaseExceptionGroup):
-        return [m for sub in e.exceptions for m in errors_of(sub)]
-    return [f"{type(e).__name__}: {e}"]
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", required=True)
@@ -189,17 +185,7 @@ def main() -> int:
     args = p.parse_args()
     out: dict[str, Any] = {"errors": []}
 
-    async def bounded() -> None:
-        with anyio.fail_after(args.timeout):
-            await run(args, out)
-
-    try:
-        anyio.run(bounded)
-    except Exception as e:  # noqa: BLE001
-        out["errors"].extend(errors_of(e))
-    out["ok"] = not out["errors"]
-    print(json.dumps(out, separators=(",", ":")), flush=True)
-    return 0 if out["ok"] else 1
+    return run_reported(run, args, out)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import anyio
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from common import modern_request, percentile, sse_messages
+from common import modern_request, percentile, run_reported, sse_messages
 
 SDK_VERSION = importlib.metadata.version("mcp")
 SDK_MAJOR = int(SDK_VERSION.split(".")[0])
@@ -186,12 +186,6 @@ async def rounds(args: argparse.Namespace, out: dict[str, Any], listeners: list[
         out["errors"].append(f"listener streams ended during the run: {dead}")
 
 
-def errors_of(e: BaseException) -> list[str]:
-    if isinstance(e, BaseExceptionGroup):
-        return [m for sub in e.exceptions for m in errors_of(sub)]
-    return [f"{type(e).__name__}: {e}"]
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--replica", action="append", required=True, help="a replica's own /mcp URL (repeat)")
@@ -204,17 +198,7 @@ def main() -> int:
     args = p.parse_args()
     out: dict[str, Any] = {"client": f"python-mcp-{SDK_VERSION}", "errors": []}
 
-    async def bounded() -> None:
-        with anyio.fail_after(args.timeout):
-            await run(args, out)
-
-    try:
-        anyio.run(bounded)
-    except Exception as e:  # noqa: BLE001
-        out["errors"].extend(errors_of(e))
-    out["ok"] = not out["errors"]
-    print(json.dumps(out, separators=(",", ":")), flush=True)
-    return 0 if out["ok"] else 1
+    return run_reported(run, args, out)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import anyio
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from common import run_reported
+
 SDK_VERSION = importlib.metadata.version("mcp")
 SDK_MAJOR = int(SDK_VERSION.split(".")[0])
 if SDK_MAJOR >= 2:  # 2.x moved the types out and ships its own httpx fork
@@ -116,12 +118,6 @@ async def run(args: argparse.Namespace, out: dict[str, Any]) -> None:
             out["errors"].append(f"the session id changed from {first_sid} to {tagging.session_id}")
 
 
-def errors_of(e: BaseException) -> list[str]:
-    if isinstance(e, BaseExceptionGroup):
-        return [m for sub in e.exceptions for m in errors_of(sub)]
-    return [f"{type(e).__name__}: {e}"]
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", required=True)
@@ -131,17 +127,7 @@ def main() -> int:
     args = p.parse_args()
     out: dict[str, Any] = {"client": f"python-mcp-{SDK_VERSION}", "errors": [], "requests": 0}
 
-    async def bounded() -> None:
-        with anyio.fail_after(args.timeout):
-            await run(args, out)
-
-    try:
-        anyio.run(bounded)
-    except Exception as e:  # includes ExceptionGroups from the SDK's task groups
-        out["errors"].extend(errors_of(e))
-    out["ok"] = not out["errors"] and out["requests"] == args.requests
-    print(json.dumps(out, separators=(",", ":")), flush=True)
-    return 0 if out["ok"] else 1
+    return run_reported(run, args, out, ok=lambda out: not out["errors"] and out["requests"] == args.requests)
 
 
 if __name__ == "__main__":
