@@ -22,8 +22,7 @@ use crate::auth::jwt::JwtVerifier;
 use crate::auth::metadata;
 use crate::auth::settings::AuthMode;
 use crate::bus::{EventBus, LocalBus};
-use crate::cluster::pg::PgCluster;
-use crate::cluster::{Cluster, Standalone};
+use crate::cluster::Cluster;
 use crate::config::Settings;
 use crate::server::McpServer;
 use crate::session::SessionStore;
@@ -66,7 +65,7 @@ pub struct Shared {
     /// Whose `X-Forwarded-For` names the client (`server.trusted_proxies`).
     pub proxies: crate::transport::client_ip::TrustedProxies,
     /// What `/readyz` reports.
-    pub health: Health,
+    pub health: crate::health::Health,
     /// The process-wide Prometheus recorder, rendered by `/metrics` on the admin listener.
     pub metrics: metrics_exporter_prometheus::PrometheusHandle,
 }
@@ -160,7 +159,7 @@ impl AppState {
         let definitions = Arc::new(Definitions::new(settings.clone(), server.clone(), Some(store.clone())));
         definitions.load_initial().await?;
         let shutdown = CancellationToken::new();
-        let cluster = start_cluster(&settings, &store, shutdown.clone()).await?;
+        let cluster = crate::cluster::follow::start(&settings, &store, shutdown.clone()).await?;
         let mut sessions = SessionStore::new(settings.sessions.clone(), settings.sse.replay_events);
         if let crate::store::Backend::Postgres(pool) = store.backend() {
             // Replicas share legacy sessions through Postgres; the ids must verify everywhere.
@@ -188,7 +187,10 @@ impl AppState {
             proxies: crate::transport::client_ip::TrustedProxies::parse(&settings.server.trusted_proxies)
                 .map_err(|e| anyhow::anyhow!("server.trusted_proxies: {e}"))?,
             // The store was just connected and migrated; token readiness is known once checked.
-            health: Health { database: std::sync::atomic::AtomicBool::new(true), tokens: std::sync::atomic::AtomicBool::new(tokens_ready) },
+            health: crate::health::Health {
+                database: std::sync::atomic::AtomicBool::new(true),
+                tokens: std::sync::atomic::AtomicBool::new(tokens_ready),
+            },
             metrics,
             sessions: Arc::new(sessions),
             listeners: Arc::new(Listeners::default()),
@@ -227,7 +229,7 @@ pub fn router(state: AppState) -> Router {
         )
         .with_state(state.clone());
 
-    let mut public = Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(ready));
+    let mut public = Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(crate::health::ready));
     if state.auth.is_some() {
         // RFC 9728: at the root and with the MCP path appended; public and cacheable.
         let suffixed = format!("/.well-known/oauth-protected-resource{}", settings.mcp_path);
@@ -289,73 +291,20 @@ fn cors_layer(guard: HostGuard) -> tower_http::cors::CorsLayer {
         .max_age(Duration::from_secs(600))
 }
 
-/// Readiness: not draining (false from the first moment of shutdown, so the load balancer
-/// stops sending new work while streams drain), the database answering (probed in the
-/// background, so this stays cheap), and tokens verifiable (issuer keys fetched, the
-/// introspection endpoint reached, at least once). The body names what is missing.
-async fn ready(axum::extract::State(state): axum::extract::State<AppState>) -> (axum::http::StatusCode, String) {
-    use std::sync::atomic::Ordering;
-    let unavailable = axum::http::StatusCode::SERVICE_UNAVAILABLE;
-    if state.shutdown.is_cancelled() {
-        return (unavailable, "draining".into());
-    }
-    if !state.health.database.load(Ordering::Relaxed) {
-        return (unavailable, "not ready: the database does not answer".into());
-    }
-    if !state.health.tokens.load(Ordering::Relaxed) {
-        return (unavailable, "not ready: issuer keys or the introspection endpoint not reached yet".into());
-    }
-    (axum::http::StatusCode::OK, "ready".into())
-}
-
-/// What readiness reports, kept fresh by [`probe_health`].
-#[derive(Debug)]
-pub struct Health {
-    pub database: std::sync::atomic::AtomicBool,
-    pub tokens: std::sync::atomic::AtomicBool,
-}
-
-/// Pings the database and checks token verification every couple of seconds.
-async fn probe_health(state: AppState) {
-    use std::sync::atomic::Ordering;
-    let mut tick = tokio::time::interval(Duration::from_secs(2));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            () = state.shutdown.cancelled() => return,
-        }
-        let database = tokio::time::timeout(Duration::from_secs(2), state.store.ping()).await.is_ok_and(|r| r.is_ok());
-        if state.health.database.swap(database, Ordering::Relaxed) != database {
-            if database {
-                tracing::info!("the database answers again: ready")
-            } else {
-                tracing::warn!("the database does not answer: not ready")
-            }
-        }
-        if !state.health.tokens.load(Ordering::Relaxed) {
-            let tokens = match &state.auth {
-                Some(auth) => tokio::time::timeout(Duration::from_secs(5), auth.ready()).await.unwrap_or(false),
-                None => true,
-            };
-            // Sticky: once keys were fetched they stay in use through later outages.
-            if tokens {
-                state.health.tokens.store(true, Ordering::Relaxed);
-                tracing::info!("token verification ready");
-            }
-        }
-    }
-}
-
 /// Starts the background tasks: change fan-out and session expiry.
 fn spawn_background(state: &AppState) {
     if let Some(audit) = &state.audit {
         tokio::spawn(audit_registry_changes(state.server.bus.clone(), audit.clone(), state.shutdown.clone()));
     }
     state.definitions.spawn_watchers(state.shutdown.clone());
-    tokio::spawn(probe_health(state.clone()));
-    tokio::spawn(follow_cluster(state.cluster.subscribe(), state.definitions.clone(), state.server.clone(), state.shutdown.clone()));
-    tokio::spawn(follow_sessions(state.cluster.subscribe(), state.clone()));
+    tokio::spawn(crate::health::probe_health(state.clone()));
+    tokio::spawn(crate::cluster::follow::follow_definitions(
+        state.cluster.subscribe(),
+        state.definitions.clone(),
+        state.server.clone(),
+        state.shutdown.clone(),
+    ));
+    tokio::spawn(crate::cluster::follow::follow_sessions(state.cluster.subscribe(), state.clone()));
     if let Some(limiter) = &state.limiter {
         // Subscribed and applied once before serving, so the first request already meets the
         // definitions' own rates; the task then follows every change.
@@ -389,101 +338,6 @@ fn spawn_background(state: &AppState) {
             }
         }
     });
-}
-
-/// The cluster channel when the store is Postgres (every replica shares it), else none.
-async fn start_cluster(settings: &Settings, store: &Store, stop: CancellationToken) -> anyhow::Result<Arc<dyn Cluster>> {
-    let replica = crate::cluster::instance_id(&settings.audit.resolved_replica_id());
-    match store.backend() {
-        crate::store::Backend::Postgres(pool) => {
-            let cluster = PgCluster::start(pool.clone(), replica.clone(), "toolgate_cluster".to_owned(), stop)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot listen for cluster events on Postgres: {e}"))?;
-            tracing::info!(%replica, "cluster events over Postgres LISTEN/NOTIFY");
-            Ok(cluster)
-        }
-        crate::store::Backend::Sqlite(_) => Ok(Standalone::new(replica)),
-    }
-}
-
-/// Applies what other replicas report: stored definitions changed → reload them (only real
-/// differences are announced); the channel was lost and is back → reload and announce a
-/// change regardless, since a change may have been missed (over-notify rather than miss).
-/// Bursts are coalesced: one reload per quiet period.
-async fn follow_cluster(
-    mut rx: tokio::sync::broadcast::Receiver<crate::cluster::ClusterEvent>,
-    definitions: Arc<Definitions>,
-    server: Arc<McpServer>,
-    stop: CancellationToken,
-) {
-    use crate::cluster::ClusterEvent;
-    use tokio::sync::broadcast::error::RecvError;
-    const COALESCE: Duration = Duration::from_millis(20);
-    let is_resync = |e: &Result<ClusterEvent, RecvError>| matches!(e, Ok(ClusterEvent::Resync) | Err(RecvError::Lagged(_)));
-    loop {
-        let first = tokio::select! {
-            event = rx.recv() => event,
-            () = stop.cancelled() => return,
-        };
-        if matches!(first, Err(RecvError::Closed)) {
-            return;
-        }
-        let mut resync = is_resync(&first);
-        if !resync && !matches!(first, Ok(ClusterEvent::ToolDefinitionsChanged)) {
-            continue;
-        }
-        // Whatever else arrives within the quiet period joins the same reload.
-        let until = tokio::time::Instant::now() + COALESCE;
-        while let Ok(next) = tokio::time::timeout_at(until, rx.recv()).await {
-            resync |= is_resync(&next);
-        }
-        let _ = definitions.reload_database().await;
-        if resync {
-            server.bus.publish(crate::bus::Change::ToolsListChanged);
-        }
-    }
-}
-
-/// Applies what other replicas send about legacy sessions held here: ended sessions and log
-/// levels, client answers and cancellations for calls running here, and 2024-11-05 messages
-/// for SSE connections held here. Events for sessions this replica does not hold are ignored.
-async fn follow_sessions(mut rx: tokio::sync::broadcast::Receiver<crate::cluster::ClusterEvent>, state: AppState) {
-    use crate::cluster::ClusterEvent;
-    use crate::protocol::jsonrpc::{Incoming, RequestId};
-    loop {
-        let event = tokio::select! {
-            event = rx.recv() => event,
-            () = state.shutdown.cancelled() => return,
-        };
-        let event = match event {
-            Ok(event) => event,
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                tracing::warn!(missed = n, "session events lagged; some were dropped");
-                continue;
-            }
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-        };
-        match event {
-            ClusterEvent::SessionEnded { .. } | ClusterEvent::SessionLogLevel { .. } => state.sessions.apply(&event),
-            ClusterEvent::ClientResponse { session, message } => {
-                if let (Some(s), Ok(Incoming::Response(r))) = (state.sessions.get(&session), Incoming::from_value(message)) {
-                    s.complete_outgoing(&r.id, r.outcome);
-                }
-            }
-            ClusterEvent::CancelRequest { session, request } => {
-                if let (Some(s), Ok(id)) = (state.sessions.get(&session), serde_json::from_value::<RequestId>(request)) {
-                    s.cancel_request(&id);
-                }
-            }
-            ClusterEvent::LegacyMessage { session, message, principal, ip, request_id } => {
-                let state = state.clone();
-                tokio::spawn(async move {
-                    crate::transport::legacy_sse::forwarded(&state, &session, message, principal, ip, request_id).await;
-                });
-            }
-            ClusterEvent::ToolDefinitionsChanged | ClusterEvent::Resync => {}
-        }
-    }
 }
 
 /// Keeps the limiter's per-tool rules in step with the rates tool definitions carry.

@@ -13,6 +13,7 @@ pub mod bus;
 pub mod catalog;
 pub mod cluster;
 pub mod config;
+pub mod health;
 pub mod limits;
 pub mod metrics;
 pub mod packs;

@@ -7,6 +7,7 @@
 //! replica that lost its LISTEN connection cannot know what it missed, so on reconnect it
 //! gets [`ClusterEvent::Resync`] and over-notifies rather than miss a change.
 
+pub mod follow;
 pub mod pg;
 
 use std::sync::Arc;
