@@ -237,3 +237,33 @@ async fn stream_ids_never_collide_across_replicas() {
     let (_, msg) = on_b.next_message_within(Duration::from_secs(5)).await.expect("a fresh stream");
     assert_eq!(msg["method"], "notifications/tools/list_changed", "never another stream's events: {msg}");
 }
+
+#[tokio::test]
+async fn sessions_idle_on_every_replica_are_swept_from_the_shared_store() {
+    let db = PgDb::create().await;
+    let url = db.url();
+    let short = |url: String| {
+        TestServer::with(move |s| {
+            let data = s.storage.data_dir.clone();
+            s.storage = pg_settings(url, &data);
+            s.sessions.secret = Some(toolgate::config::Secret::new(SECRET.into()));
+            s.sessions.idle_timeout_secs = 1;
+        })
+    };
+    let a = short(url.clone()).await;
+    let b = short(url).await;
+    let sid = a.initialize("2025-11-25").await;
+    assert!(b.call(&sid, 2, "tools/list", json!({})).await["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "B serves it");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    assert_eq!(a.state().sessions.sweep_shared().await, 1, "the idle session is deleted once");
+    let mut status = 0;
+    for _ in 0..100 {
+        status =
+            b.post(&json!({"jsonrpc":"2.0","id":3,"method":"tools/list"}).to_string(), &[("mcp-session-id", &sid)]).await.status().as_u16();
+        if status == 404 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, 404, "B dropped its copy when told");
+}

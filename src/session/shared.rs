@@ -155,9 +155,8 @@ impl SharedSessions {
     /// Deletes sessions idle for longer than `idle` (any replica may sweep; the delete is the
     /// arbiter) and returns their ids, for the other replicas to drop.
     pub async fn sweep(&self, idle: Duration) -> Result<Vec<String>, sqlx::Error> {
-        let secs = i64::try_from(idle.as_secs()).unwrap_or(i64::MAX);
         let rows = sqlx::query("DELETE FROM legacy_sessions WHERE last_seen < now() - make_interval(secs => $1) RETURNING id")
-            .bind(secs as f64)
+            .bind(idle.as_secs_f64())
             .fetch_all(&self.pool)
             .await?;
         let ids: Vec<String> = rows.iter().filter_map(|r| r.try_get("id").ok()).collect();
