@@ -192,11 +192,14 @@ pub struct PackSettings {
     pub examples: bool,
     /// Every fixture the official conformance suite calls. Off in production.
     pub conformance: bool,
+    /// `fanout_register` / `fanout_notify`, the helpers of the shared benchmark's fan-out test
+    /// (`benches/run.sh`). Off in production.
+    pub bench: bool,
 }
 
 impl Default for PackSettings {
     fn default() -> Self {
-        Self { examples: true, conformance: false }
+        Self { examples: true, conformance: false, bench: false }
     }
 }
 

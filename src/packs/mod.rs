@@ -1,5 +1,6 @@
 //! Built-in tool packs, each switched on or off in `[tools.packs]`.
 
+pub mod bench;
 pub mod conformance;
 pub mod examples;
 
@@ -15,6 +16,9 @@ pub fn install(server: &Arc<McpServer>, settings: &ToolSettings) -> Result<(), S
     }
     if settings.packs.conformance {
         conformance::install(server)?;
+    }
+    if settings.packs.bench {
+        bench::install(Arc::downgrade(server))?;
     }
     Ok(())
 }
