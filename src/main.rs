@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 /// mimalloc instead of the system allocator: measured ~20% of the request path in glibc
-/// malloc/free under load (see ARCHITECTURE.md).
+/// malloc/free under load (see ARCHITECTURE.md). The `system-alloc` feature keeps the system
+/// allocator, for heap profilers (valgrind's dhat and massif, heaptrack) that only see malloc.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use toolgate::app::{self, AppState};
