@@ -53,5 +53,16 @@ else
   tests/e2e/run.sh
   step "tests/cluster/topology.sh (3 replicas behind nginx, Postgres, Redis: sessions, list_changed, quotas, kill -9)"
   tests/cluster/topology.sh
+  # The benchmark's smoke test: every step of benches/run.sh at tiny sizes, with toolgate and two
+  # of the peers from ../shared/bench. It fails on errors, never on a slow figure (BENCHMARKS.md).
+  step "benches/run.sh --short (benchmark smoke test)"
+  if [ -f "${SHARED_BENCH:-../shared/bench}/peers/peers.sh" ]; then
+    benches/run.sh --short
+  elif [ "${CI:-}" = true ]; then
+    echo "CI needs the peers and load generator of ../shared/bench beside the repository" >&2
+    exit 1
+  else
+    echo "not run: no ../shared/bench beside the repository (set SHARED_BENCH to point at one)" >&2
+  fi
 fi
 step "all checks passed in $((SECONDS - started)) s"

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# toolgate's benchmark (method and results: BENCHMARKS.md). In one run, on loopback, with the load
+# generator and every server pinned to different cores:
+#   1. tools/call throughput and p50/p99 latency at 1, 16 and 64 connections: toolgate in both
+#      protocol eras (2025-11-25 with a session and SSE-capable responses; 2026-07-28 stateless
+#      JSON), with the full production stack and with the protocol core alone, back to back with
+#      the peer MCP servers of ../shared/bench (official Rust, TypeScript and Python SDKs) and the
+#      bare-axum ceiling, rounds rotated;
+#   2. memory per idle legacy session and per open SSE GET stream, and list_changed fan-out
+#      latency, at 1,000 and 10,000 streams (peers at 1,000);
+#   3. start-up time, idle RSS and the release binary's size;
+# then prints the tables, the ratios and each target met or missed (benches/summarize.py).
+#
+#   benches/run.sh           the full run, about 25 minutes
+#   benches/run.sh --short   the smoke test CI runs: every step at tiny sizes, no thresholds
+#
+# Environment (defaults in brackets; the full run's first, then --short's):
+#   SHARED_BENCH [../shared/bench]   the peers and the load generator (mcpload)
+#   BENCH_HOME [/tmp/mcp-bench]      builds, venv, node_modules, logs (shared with its run.sh)
+#   TOOLGATE_BIN                     a toolgate binary to measure (default: built here, release)
+#   RESULTS [$BENCH_HOME/results/toolgate-<time>]
+#   PEERS [core + rmcp-2026-json | axum-baseline rmcp-stateless-json]
+#   TG_TARGETS [toolgate-full toolgate-full-2026 toolgate-core toolgate-core-2026]
+#   CONNS ["1 16 64" | "1 16"]  DURATION [10 | 2] s  WARMUP [2 | 1] s  ROUNDS [3 | 1]
+#   STREAMS_SIZES ["1000 10000" | 200]  PEER_STREAMS [1000 | none]  FANOUT_ROUNDS [5 | 2]
+#   STARTUP_RUNS [5 | 2]  PIN, LOADGEN_CPU [0], SERVER_CPU [1]: as in ../shared/bench/run.sh
+set -uo pipefail
+
+short=0
+case "${1:-}" in
+  --short) short=1 ;;
+  "") ;;
+  -h | --help) sed -n '2,28s/^# \{0,1\}//p' "$0" && exit 0 ;;
+  *) sed -n '2,28s/^# \{0,1\}//p' "$0" >&2 && exit 2 ;;
+esac
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SHARED_BENCH=${SHARED_BENCH:-$REPO/../shared/bench}
+[[ -f $SHARED_BENCH/peers/peers.sh ]] || { echo "no peers at $SHARED_BENCH (set SHARED_BENCH)" >&2; exit 2; }
+SHARED_BENCH=$(cd "$SHARED_BENCH" && pwd)
+export BENCH_DIR=$SHARED_BENCH
+# shellcheck source=/dev/null
+source "$SHARED_BENCH/peers/peers.sh" # build_rust build_ts build_py start_peer stop_server setup_pinning wait_ready log
+
+if [[ $short == 1 ]]; then
+  PEERS=${PEERS:-"axum-baseline rmcp-stateless-json"}
+  CONNS=${CONNS:-"1 16"} DURATION=${DURATION:-2} WARMUP=${WARMUP:-1} ROUNDS=${ROUNDS:-1}
+  STREAMS_SIZES=${STREAMS_SIZES:-200} PEER_STREAMS=${PEER_STREAMS:-none} FANOUT_ROUNDS=${FANOUT_ROUNDS:-2}
+  STARTUP_RUNS=${STARTUP_RUNS:-2}
+else
+  PEERS=${PEERS:-"$(expand_peers core) rmcp-2026-json"}
+  CONNS=${CONNS:-"1 16 64"} DURATION=${DURATION:-10} WARMUP=${WARMUP:-2} ROUNDS=${ROUNDS:-3}
+  STREAMS_SIZES=${STREAMS_SIZES:-"1000 10000"} PEER_STREAMS=${PEER_STREAMS:-1000} FANOUT_ROUNDS=${FANOUT_ROUNDS:-5}
+  STARTUP_RUNS=${STARTUP_RUNS:-5}
+fi
+[[ $PEER_STREAMS == none ]] && PEER_STREAMS=""
+TG_TARGETS=${TG_TARGETS:-"toolgate-full toolgate-full-2026 toolgate-core toolgate-core-2026"}
+RESULTS=${RESULTS:-$BENCH_HOME/results/toolgate-$(date +%Y%m%d-%H%M%S)}
+PORT_BASE=18700 TG_PORT=18790 ISSUER_PORT=18789
+RUN_DIR=$(mktemp -d /tmp/toolgate-bench.XXXXXX)
+mkdir -p "$RESULTS" "$BENCH_HOME/logs"
+# 10,000 streams: a descriptor per stream on each side, and the handshake connections
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+ISSUER_PID=""
+cleanup() {
+  stop_server
+  [[ -n $ISSUER_PID ]] && kill "$ISSUER_PID" 2>/dev/null
+  rm -rf "$RUN_DIR"
+}
+trap 'cleanup; exit 130' INT TERM
+trap cleanup EXIT
+
+# ------------------------------------------------------------------ 1. build
+[[ -x $MCPLOAD ]] && [[ ${SKIP_BUILD:-0} == 1 ]] || build_rust "$SHARED_BENCH/loadgen" || exit 2
+if [[ ${SKIP_BUILD:-0} != 1 ]]; then
+  [[ " $PEERS " == *" axum-"* ]] && build_rust "$PEERS_DIR/axum-baseline"
+  [[ " $PEERS " == *" rmcp-"* ]] && build_rust "$PEERS_DIR/rmcp"
+  [[ " $PEERS " == *" ts-"* ]] && build_ts
+  [[ " $PEERS " == *" py-"* ]] && build_py
+fi
+if [[ -z ${TOOLGATE_BIN:-} ]]; then
+  log "cargo build --release --bin toolgate"
+  (cd "$REPO" && cargo build --release --locked --quiet --bin toolgate) || exit 2
+  TOOLGATE_BIN="${CARGO_TARGET_DIR:-$REPO/target}/release/toolgate"
+fi
+[[ -x $TOOLGATE_BIN ]] || { log "no toolgate binary at $TOOLGATE_BIN"; exit 2; }
+setup_pinning
+
+# ------------------------------------------------------------------ token issuer (full stack)
+for port in $TG_PORT $ISSUER_PORT; do
+  port_busy "$port" && { log "port $port is in use (a server left from an earlier run?)"; exit 2; }
+done
+python3 "$REPO/benches/issuer.py" --dir "$RUN_DIR" --port "$ISSUER_PORT" \
+  --resource "http://127.0.0.1:$TG_PORT/mcp" >"$BENCH_HOME/logs/issuer.log" 2>&1 &
+ISSUER_PID=$!
+for _ in $(seq 1 100); do [[ -s $RUN_DIR/token ]] || ! kill -0 "$ISSUER_PID" 2>/dev/null && break; sleep 0.1; done
+[[ -s $RUN_DIR/token ]] || { log "the token issuer did not start:"; cat "$BENCH_HOME/logs/issuer.log" >&2; exit 2; }
+TOKEN=$(cat "$RUN_DIR/token")
+{
+  cat "$REPO/benches/config/full.toml"
+  printf '\n[[auth.issuers]]\nissuer = "http://127.0.0.1:%s"\njwks_uri = "http://127.0.0.1:%s/jwks"\nalgorithms = ["RS256"]\n' \
+    "$ISSUER_PORT" "$ISSUER_PORT"
+} >"$RUN_DIR/full.toml"
+cp "$REPO/benches/config/core.toml" "$RUN_DIR/core.toml"
+
+# ------------------------------------------------------------------ environment record
+{
+  echo "date_utc: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
+  echo "cpu:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+  echo "pinning: $PINNED"
+  echo "mode: $([[ $short == 1 ]] && echo short || echo full); CONNS='$CONNS' DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS STREAMS_SIZES='$STREAMS_SIZES' PEER_STREAMS='$PEER_STREAMS' FANOUT_ROUNDS=$FANOUT_ROUNDS"
+  echo "toolgate: $("$TOOLGATE_BIN" --version 2>/dev/null) ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null)$(git -C "$REPO" diff --quiet 2>/dev/null || echo +dirty)), $TOOLGATE_BIN"
+  echo "targets: $TG_TARGETS $PEERS"
+  echo "rustc: $(rustc --version 2>/dev/null)"
+} >"$RESULTS/env.txt"
+cat "$RESULTS/env.txt" >&2
+
+# ------------------------------------------------------------------ targets
+is_toolgate() { [[ $1 == toolgate-* ]]; }
+
+# start_toolgate NAME: a fresh process on a fresh data directory (a new SQLite file each time)
+start_toolgate() {
+  local name=$1 cfg=core
+  [[ $name == toolgate-full* ]] && cfg=full
+  rm -rf "$RUN_DIR/data" && mkdir -p "$RUN_DIR/data"
+  TARGET_URL="http://127.0.0.1:$TG_PORT/mcp"
+  TARGET_PROTO=2025-11-25
+  [[ $name == *-2026 ]] && TARGET_PROTO=2026-07-28
+  TARGET_TOKEN=""
+  [[ $cfg == full ]] && TARGET_TOKEN=$TOKEN
+  # shellcheck disable=SC2086
+  TOOLGATE__SERVER__BIND="127.0.0.1:$TG_PORT" TOOLGATE__STORAGE__DATA_DIR="$RUN_DIR/data" \
+    TOOLGATE__AUTH__RESOURCE="http://127.0.0.1:$TG_PORT/mcp" \
+    start_cmd "$name" "$TG_PORT" "$TOOLGATE_BIN" serve --config "$RUN_DIR/$cfg.toml" || return 1
+  TARGET_PID=$SERVER_PID
+  if ! wait_ready "$TARGET_URL" "$TARGET_PROTO" "$TARGET_TOKEN"; then
+    log "$name did not become ready; last log lines:"
+    tail -5 "$BENCH_HOME/logs/server-$name.log" >&2
+    stop_server
+    return 1
+  fi
+}
+
+# start_target NAME INDEX -> TARGET_URL TARGET_PROTO TARGET_PID TARGET_TOKEN
+start_target() {
+  if is_toolgate "$1"; then
+    start_toolgate "$1"
+  else
+    TARGET_TOKEN=""
+    start_peer "$1" $((PORT_BASE + $2)) || return 1
+    TARGET_PID=$SERVER_PID
+  fi
+}
+
+# ------------------------------------------------------------------ 2. throughput and latency
+read -ra TARGETS <<<"$TG_TARGETS $PEERS"
+N=${#TARGETS[@]}
+for r in $(seq 1 "$ROUNDS"); do
+  for k in $(seq 0 $((N - 1))); do
+    i=$(((k + r - 1) % N))
+    t=${TARGETS[$i]}
+    start_target "$t" "$i" || { log "round $r: $t could not be started; skipped"; continue; }
+    log "round $r/$ROUNDS: $t ($TARGET_URL, protocol $TARGET_PROTO, pid $TARGET_PID)"
+    for c in $CONNS; do
+      MCPLOAD_TOKEN=$TARGET_TOKEN "${PIN_LOADGEN[@]}" "$MCPLOAD" load --url "$TARGET_URL" --proto "$TARGET_PROTO" \
+        --conns "$c" --duration "$DURATION" --warmup "$WARMUP" --pid "$TARGET_PID" \
+        --label "$t" --round "$r" --out "$RESULTS/load.jsonl" >/dev/null
+    done
+    stop_server
+  done
+done
+
+# ------------------------------------------------------------------ 3. idle sessions, streams, fan-out
+streams_run() { # target n
+  local t=$1 n=$2 rounds=$FANOUT_ROUNDS
+  [[ $n -ge 10000 ]] && rounds=$(((FANOUT_ROUNDS + 1) / 2))
+  start_target "$t" 0 || return 0
+  log "streams: $t ($n sessions + idle GET streams, $rounds fan-out rounds)"
+  MCPLOAD_TOKEN=$TARGET_TOKEN "${PIN_LOADGEN[@]}" "$MCPLOAD" streams --url "$TARGET_URL" --proto "$TARGET_PROTO" \
+    --n "$n" --fanout-rounds "$rounds" --pid "$TARGET_PID" --label "$t" --out "$RESULTS/streams.jsonl" >/dev/null
+  stop_server
+}
+for n in $STREAMS_SIZES; do streams_run toolgate-full "$n"; done
+for n in $PEER_STREAMS; do
+  for p in $PEERS; do peer_stateful "$p" && [[ $p == *-sse ]] && streams_run "$p" "$n"; done
+done
+
+# ------------------------------------------------------------------ 4. start-up, idle RSS, binary size
+log "start-up: $STARTUP_RUNS runs per configuration"
+for run in $(seq 1 "$STARTUP_RUNS"); do
+  for cfg in default full; do
+    rm -rf "$RUN_DIR/data" && mkdir -p "$RUN_DIR/data"
+    args=(serve)
+    [[ $cfg == full ]] && args+=(--config "$RUN_DIR/full.toml")
+    # the embedded default: SQLite, dev tokens, examples pack; admin listener on a free port
+    TOOLGATE__SERVER__BIND="127.0.0.1:$TG_PORT" TOOLGATE__STORAGE__DATA_DIR="$RUN_DIR/data" \
+      TOOLGATE__AUTH__RESOURCE="http://127.0.0.1:$TG_PORT/mcp" TOOLGATE__AUTH__DEV_KEY_FILE="$RUN_DIR/data/dev.key" \
+      TOOLGATE__ADMIN__BIND="127.0.0.1:0" TOOLGATE__LOG__FILTER=warn \
+      "${PIN_LOADGEN[@]}" python3 "$REPO/benches/startup.py" --label "toolgate-$cfg" --round "$run" \
+      --url "http://127.0.0.1:$TG_PORT" --out "$RESULTS/startup.jsonl" -- "${PIN_SERVER[@]}" "$TOOLGATE_BIN" "${args[@]}" ||
+      log "start-up run $run ($cfg) failed"
+  done
+done
+python3 - "$TOOLGATE_BIN" "$RESULTS/binary.json" <<'EOF'
+import json, os, sys
+path = sys.argv[1]
+json.dump({"path": path, "bytes": os.path.getsize(path)}, open(sys.argv[2], "w"))
+EOF
+
+# ------------------------------------------------------------------ 5. summary
+python3 "$REPO/benches/summarize.py" --check "$RESULTS" | tee "$RESULTS/summary.md"
+status=${PIPESTATUS[0]}
+log "raw results: $RESULTS"
+exit "$status"
