@@ -56,7 +56,16 @@ fi
 [[ $PEER_STREAMS == none ]] && PEER_STREAMS=""
 TG_TARGETS=${TG_TARGETS:-"toolgate-full toolgate-full-2026 toolgate-core toolgate-core-2026"}
 RESULTS=${RESULTS:-$BENCH_HOME/results/toolgate-$(date +%Y%m%d-%H%M%S)}
-PORT_BASE=18700 TG_PORT=18790 ISSUER_PORT=18789
+# toolgate's port: the first free one from 18780 (below the ephemeral range, so no client socket
+# of the run takes it between restarts), so a server left on a port cannot break the run. The
+# issuer takes any free port; the peers keep ../shared/bench's numbering from PORT_BASE.
+free_port() { # first port >= $1 nobody listens on
+  local p=$1
+  while port_busy "$p"; do p=$((p + 1)); done
+  echo "$p"
+}
+PORT_BASE=${PORT_BASE:-18700}
+TG_PORT=$(free_port 18780)
 RUN_DIR=$(mktemp -d /tmp/toolgate-bench.XXXXXX)
 mkdir -p "$RESULTS" "$BENCH_HOME/logs"
 # 10,000 streams: a descriptor per stream on each side, and the handshake connections
@@ -88,15 +97,13 @@ fi
 setup_pinning
 
 # ------------------------------------------------------------------ token issuer (full stack)
-for port in $TG_PORT $ISSUER_PORT; do
-  port_busy "$port" && { log "port $port is in use (a server left from an earlier run?)"; exit 2; }
-done
-python3 "$REPO/benches/issuer.py" --dir "$RUN_DIR" --port "$ISSUER_PORT" \
+python3 "$REPO/benches/issuer.py" --dir "$RUN_DIR" --port 0 \
   --resource "http://127.0.0.1:$TG_PORT/mcp" >"$BENCH_HOME/logs/issuer.log" 2>&1 &
 ISSUER_PID=$!
 for _ in $(seq 1 100); do [[ -s $RUN_DIR/token ]] || ! kill -0 "$ISSUER_PID" 2>/dev/null && break; sleep 0.1; done
 [[ -s $RUN_DIR/token ]] || { log "the token issuer did not start:"; cat "$BENCH_HOME/logs/issuer.log" >&2; exit 2; }
 TOKEN=$(cat "$RUN_DIR/token")
+ISSUER_PORT=$(cat "$RUN_DIR/port")
 {
   cat "$REPO/benches/config/full.toml"
   printf '\n[[auth.issuers]]\nissuer = "http://127.0.0.1:%s"\njwks_uri = "http://127.0.0.1:%s/jwks"\nalgorithms = ["RS256"]\n' \

@@ -42,9 +42,7 @@ fn notify(server: Weak<McpServer>) -> Tool {
             let server = server.upgrade();
             async move {
                 let server = server.ok_or_else(|| ToolError::Failed("The server is shutting down".into()))?;
-                if !server.tools.remove(MARKER_TOOL) {
-                    server.tools.upsert(marker()).map_err(|e| ToolError::Internal(anyhow::anyhow!(e)))?;
-                }
+                server.tools.toggle(marker()).map_err(|e| ToolError::Internal(anyhow::anyhow!(e)))?;
                 Ok(CallToolResult::text("notified"))
             }
         })

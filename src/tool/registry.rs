@@ -218,6 +218,12 @@ impl ToolRegistry {
         self.modify(|map| map.remove(name).is_some())
     }
 
+    /// Removes the tool of `tool`'s name if it is there, else adds `tool`: either way a real
+    /// change that every listener hears about (the conformance and benchmark triggers).
+    pub fn toggle(&self, tool: Tool) -> Result<(), String> {
+        if self.remove(tool.name()) { Ok(()) } else { self.upsert(tool) }
+    }
+
     /// Makes `tools` the whole set of tools from `origin` in one step: tools of that origin
     /// not in `tools` are removed, changed ones (by fingerprint) replaced, new ones added.
     /// Nothing changes, and nothing is announced, when any tool is invalid, when a name is

@@ -88,9 +88,7 @@ fn trigger_tool_change(server: Weak<McpServer>) -> Tool {
             let server = server.upgrade();
             async move {
                 let server = server.ok_or_else(|| ToolError::Failed("The server is shutting down".into()))?;
-                if !server.tools.remove(DYNAMIC_TOOL) {
-                    server.tools.upsert(dynamic_tool()).map_err(|e| ToolError::Internal(anyhow::anyhow!(e)))?;
-                }
+                server.tools.toggle(dynamic_tool()).map_err(|e| ToolError::Internal(anyhow::anyhow!(e)))?;
                 Ok(CallToolResult::text("Mutation triggered"))
             }
         })
