@@ -221,9 +221,8 @@ pub fn router(state: AppState) -> Router {
     let mcp = mcp
         .layer(
             ServiceBuilder::new()
-                // After the drain delay of a shutdown: 503 before any other work.
-                .layer(axum::middleware::from_fn_with_state(state.clone(), crate::shutdown::refuse_when_closing))
-                .layer(axum::middleware::from_fn_with_state(host_guard.clone(), guard::check))
+                // After the drain delay of a shutdown: 503 before any other work; then Host/Origin.
+                .layer(guard::GateLayer::new(host_guard.clone(), state.closing.clone()))
                 .layer(cors_layer(host_guard))
                 .layer(axum::middleware::from_fn_with_state(state.clone(), bearer::require)),
         )

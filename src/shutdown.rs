@@ -7,7 +7,7 @@
 //!    2024-11-05 `/sse` connections by closing. New ones opened now end the same way.
 //! 2. **After `server.drain_delay_ms`** (the load balancer's reaction time) the listener stops
 //!    accepting; idle keep-alive connections close, and a request still arriving on an open
-//!    connection gets 503 + `Retry-After` + `Connection: close` ([`refuse_when_closing`]).
+//!    connection gets 503 + `Retry-After` + `Connection: close` ([`closing_refusal`]).
 //! 3. **Requests in flight run on** until shortly before the end of `server.shutdown_grace_secs`;
 //!    when they are all done earlier, shutdown goes on at once.
 //! 4. **Then** tool calls still running are stopped ([`McpServer::halt`](crate::server::McpServer)):
@@ -26,12 +26,12 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, Response, StatusCode, Version, header};
-use axum::middleware::Next;
 use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
 
@@ -112,9 +112,9 @@ pub(crate) async fn serve(listener: TcpListener, app: Router, state: AppState) -
 /// After the drain delay: a request that still arrives on an open connection is refused with
 /// 503, `Retry-After` and (HTTP/1) `Connection: close`, so the client reconnects and lands on
 /// another replica.
-pub async fn refuse_when_closing(State(state): State<AppState>, request: Request, next: Next) -> Response<Body> {
-    if !state.closing.is_cancelled() {
-        return next.run(request).await;
+pub fn closing_refusal(closing: &CancellationToken, request: &Request) -> Option<Response<Body>> {
+    if !closing.is_cancelled() {
+        return None;
     }
     let mut res = crate::transport::headers::transport_error(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -124,7 +124,7 @@ pub async fn refuse_when_closing(State(state): State<AppState>, request: Request
     if request.version() < Version::HTTP_2 {
         res.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
-    res
+    Some(res)
 }
 
 #[cfg(test)]

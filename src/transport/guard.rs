@@ -3,11 +3,14 @@
 //! and the setting to change, so a deployment behind a proxy never fails silently.
 
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{Response, StatusCode, header};
-use axum::middleware::Next;
+use futures_util::future::{Either, Ready, ready};
+use tokio_util::sync::CancellationToken;
+use tower::{Layer, Service};
 
 use super::headers;
 
@@ -68,24 +71,76 @@ fn matches_authority(allowed: &str, actual: &str) -> bool {
 }
 
 /// The middleware: 403 with a JSON-RPC error body on any disallowed Host or Origin.
-pub async fn check(State(guard): State<HostGuard>, request: Request, next: Next) -> Response<Body> {
+pub fn refusal(guard: &HostGuard, request: &Request) -> Option<Response<Body>> {
     let headers = request.headers();
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).or_else(|| request.uri().authority().map(|a| a.as_str()));
     match host {
         Some(host) if guard.host_allowed(host) => {}
         other => {
             tracing::warn!(host = other.unwrap_or("<missing>"), path = %request.uri().path(), "rejected request: Host not in server.allowed_hosts (set TOOLGATE__SERVER__ALLOWED_HOSTS to the public host name)");
-            return headers::transport_error(StatusCode::FORBIDDEN, "Forbidden: Host header not allowed");
+            return Some(headers::transport_error(StatusCode::FORBIDDEN, "Forbidden: Host header not allowed"));
         }
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
         if !guard.origin_allowed(origin) {
             tracing::warn!(origin, path = %request.uri().path(), "rejected request: Origin not in server.allowed_origins (set TOOLGATE__SERVER__ALLOWED_ORIGINS)");
-            return headers::transport_error(StatusCode::FORBIDDEN, "Forbidden: Origin not allowed");
+            return Some(headers::transport_error(StatusCode::FORBIDDEN, "Forbidden: Origin not allowed"));
         }
     }
-    next.run(request).await
+    None
+}
+
+/// The front door of `/mcp`: the refusal after a shutdown's drain delay, then the Host/Origin
+/// allow-lists. Both checks are synchronous, so this is a plain tower service: unlike
+/// `axum::middleware::from_fn`, it boxes and clones nothing per request (the two `from_fn`
+/// layers it replaces cloned the whole inner stack, CORS included, on every request).
+#[derive(Clone, Debug)]
+pub struct GateLayer {
+    guard: HostGuard,
+    closing: CancellationToken,
+}
+
+impl GateLayer {
+    pub fn new(guard: HostGuard, closing: CancellationToken) -> Self {
+        Self { guard, closing }
+    }
+}
+
+impl<S> Layer<S> for GateLayer {
+    type Service = Gate<S>;
+
+    fn layer(&self, inner: S) -> Gate<S> {
+        Gate { inner, guard: self.guard.clone(), closing: self.closing.clone() }
+    }
+}
+
+/// See [`GateLayer`].
+#[derive(Clone, Debug)]
+pub struct Gate<S> {
+    inner: S,
+    guard: HostGuard,
+    closing: CancellationToken,
+}
+
+impl<S> Service<Request> for Gate<S>
+where
+    S: Service<Request, Response = Response<Body>>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = Either<Ready<Result<Response<Body>, S::Error>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        match crate::shutdown::closing_refusal(&self.closing, &request).or_else(|| refusal(&self.guard, &request)) {
+            Some(response) => Either::Left(ready(Ok(response))),
+            None => Either::Right(self.inner.call(request)),
+        }
+    }
 }
 
 #[cfg(test)]
