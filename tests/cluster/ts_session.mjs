@@ -6,11 +6,9 @@
 // one JSON line like tests/cluster/sdk_session.py; exit status 0 only if every request succeeded.
 //
 //   node tests/cluster/ts_session.mjs --url http://127.0.0.1:PORT/mcp --requests 24
-import { readFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { pathToFileURL } from 'node:url';
+
+import { load, sdkVersion } from '../e2e/lib/sdk.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -20,10 +18,6 @@ const { values: args } = parseArgs({
     timeout: { type: 'string', default: '60' },
   },
 });
-const SDK = path.join(process.env.HARNESS_DIR || path.join(os.homedir(), '.cache', 'toolgate-e2e'),
-  'node', 'node_modules', '@modelcontextprotocol', 'sdk');
-const sdkVersion = JSON.parse(readFileSync(path.join(SDK, 'package.json'), 'utf8')).version;
-const load = (p) => import(pathToFileURL(path.join(SDK, 'dist', 'esm', p)).href);
 const { Client } = await load('client/index.js');
 const { StreamableHTTPClientTransport } = await load('client/streamableHttp.js');
 

@@ -10,11 +10,9 @@
 // notifications/tools/list_changed while a second session calls test_trigger_tool_change, and
 // re-list. The legacy SSE transport: initialize, list, calculate_sum. Prints one JSON line; exit
 // status 0 only if every check passed.
-import { readFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { pathToFileURL } from 'node:url';
+
+import { load, sdkVersion } from './lib/sdk.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -36,10 +34,6 @@ if (!args.url || !['streamable-http', 'sse'].includes(args.transport)) {
   process.exit(2);
 }
 
-const SDK = path.join(process.env.HARNESS_DIR || path.join(os.homedir(), '.cache', 'toolgate-e2e'),
-  'node', 'node_modules', '@modelcontextprotocol', 'sdk');
-const sdkVersion = JSON.parse(readFileSync(path.join(SDK, 'package.json'), 'utf8')).version;
-const load = (p) => import(pathToFileURL(path.join(SDK, 'dist', 'esm', p)).href);
 const { Client } = await load('client/index.js');
 const { StreamableHTTPClientTransport } = await load('client/streamableHttp.js');
 const { SSEClientTransport } = await load('client/sse.js');

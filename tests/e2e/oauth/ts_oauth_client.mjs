@@ -30,11 +30,9 @@
 // issuer, the token endpoint, then 200 from /mcp), and the access token's header and claims are
 // checked (RS256, typ at+jwt, iss, aud, scope). Prints one JSON line; exit status 0 only if every
 // check passed.
-import { readFileSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+
+import { load, sdkVersion } from '../lib/sdk.mjs';
 
 const SCENARIOS = ['client-credentials', 'authorization-code', 'wrong-resource', 'insufficient-scope'];
 const { values: args } = parseArgs({
@@ -53,10 +51,6 @@ if (!args.url || !args.issuer || !SCENARIOS.includes(args.scenario)) {
   process.exit(2);
 }
 
-const SDK = path.join(process.env.HARNESS_DIR || path.join(os.homedir(), '.cache', 'toolgate-e2e'),
-  'node', 'node_modules', '@modelcontextprotocol', 'sdk');
-const sdkVersion = JSON.parse(readFileSync(path.join(SDK, 'package.json'), 'utf8')).version;
-const load = (p) => import(pathToFileURL(path.join(SDK, 'dist', 'esm', p)).href);
 const { Client } = await load('client/index.js');
 const { StreamableHTTPClientTransport } = await load('client/streamableHttp.js');
 const { auth, UnauthorizedError } = await load('client/auth.js');
