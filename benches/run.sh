@@ -127,20 +127,23 @@ cat "$RESULTS/env.txt" >&2
 # ------------------------------------------------------------------ targets
 is_toolgate() { [[ $1 == toolgate-* ]]; }
 
-# start_toolgate NAME: a fresh process on a fresh data directory (a new SQLite file each time)
+# What every toolgate process of the run gets: its port, the data directory (emptied by
+# fresh_data before each start, so each has a new SQLite file) and the resource its tokens name.
+TG_ENV=(TOOLGATE__SERVER__BIND="127.0.0.1:$TG_PORT" TOOLGATE__STORAGE__DATA_DIR="$RUN_DIR/data"
+  TOOLGATE__AUTH__RESOURCE="http://127.0.0.1:$TG_PORT/mcp")
+fresh_data() { rm -rf "$RUN_DIR/data" && mkdir -p "$RUN_DIR/data"; }
+
+# start_toolgate NAME: a fresh process on a fresh data directory
 start_toolgate() {
   local name=$1 cfg=core
   [[ $name == toolgate-full* ]] && cfg=full
-  rm -rf "$RUN_DIR/data" && mkdir -p "$RUN_DIR/data"
+  fresh_data
   TARGET_URL="http://127.0.0.1:$TG_PORT/mcp"
   TARGET_PROTO=2025-11-25
   [[ $name == *-2026 ]] && TARGET_PROTO=2026-07-28
   TARGET_TOKEN=""
   [[ $cfg == full ]] && TARGET_TOKEN=$TOKEN
-  # shellcheck disable=SC2086
-  TOOLGATE__SERVER__BIND="127.0.0.1:$TG_PORT" TOOLGATE__STORAGE__DATA_DIR="$RUN_DIR/data" \
-    TOOLGATE__AUTH__RESOURCE="http://127.0.0.1:$TG_PORT/mcp" \
-    start_cmd "$name" "$TG_PORT" "$TOOLGATE_BIN" serve --config "$RUN_DIR/$cfg.toml" || return 1
+  start_cmd "$name" "$TG_PORT" env "${TG_ENV[@]}" "$TOOLGATE_BIN" serve --config "$RUN_DIR/$cfg.toml" || return 1
   TARGET_PID=$SERVER_PID
   if ! wait_ready "$TARGET_URL" "$TARGET_PROTO" "$TARGET_TOKEN"; then
     log "$name did not become ready; last log lines:"
@@ -198,12 +201,11 @@ done
 log "start-up: $STARTUP_RUNS runs per configuration"
 for run in $(seq 1 "$STARTUP_RUNS"); do
   for cfg in default full; do
-    rm -rf "$RUN_DIR/data" && mkdir -p "$RUN_DIR/data"
+    fresh_data
     args=(serve)
     [[ $cfg == full ]] && args+=(--config "$RUN_DIR/full.toml")
     # the embedded default: SQLite, dev tokens, examples pack; admin listener on a free port
-    TOOLGATE__SERVER__BIND="127.0.0.1:$TG_PORT" TOOLGATE__STORAGE__DATA_DIR="$RUN_DIR/data" \
-      TOOLGATE__AUTH__RESOURCE="http://127.0.0.1:$TG_PORT/mcp" TOOLGATE__AUTH__DEV_KEY_FILE="$RUN_DIR/data/dev.key" \
+    env "${TG_ENV[@]}" TOOLGATE__AUTH__DEV_KEY_FILE="$RUN_DIR/data/dev.key" \
       TOOLGATE__ADMIN__BIND="127.0.0.1:0" TOOLGATE__LOG__FILTER=warn \
       "${PIN_LOADGEN[@]}" python3 "$REPO/benches/startup.py" --label "toolgate-$cfg" --round "$run" \
       --url "http://127.0.0.1:$TG_PORT" --out "$RESULTS/startup.jsonl" -- "${PIN_SERVER[@]}" "$TOOLGATE_BIN" "${args[@]}" ||
