@@ -6,6 +6,7 @@
 //! against, and [`packs`] ships built-in tools. [`app`] wires it together.
 
 pub mod admin;
+pub mod admission;
 pub mod app;
 pub mod audit;
 pub mod auth;
@@ -17,10 +18,10 @@ pub mod health;
 pub mod limits;
 pub mod metrics;
 pub mod packs;
+pub mod principal;
 pub mod protocol;
 pub mod server;
 pub mod session;
-pub mod shutdown;
 pub mod store;
 pub mod telemetry;
 pub mod tool;

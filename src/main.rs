@@ -167,6 +167,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::CheckConfig { config } => {
             let settings = Settings::load(config.as_deref())?;
+            toolgate::transport::check_settings(&settings).map_err(|e| anyhow::anyhow!("{e}"))?;
             // A closed pipe (`check-config | head`) is not an error worth a panic.
             use std::io::Write as _;
             let _ = writeln!(std::io::stdout(), "{settings:#?}");
@@ -218,6 +219,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
             toolgate::telemetry::set_replica(&settings.audit.resolved_replica_id());
             let telemetry = toolgate::telemetry::init(&settings.log);
             let bind = settings.server.bind;
+            // Before the connection cap is derived from it (server.max_connections = 0).
+            let files = toolgate::transport::connections::raise_file_limit();
+            tracing::info!(open_file_limit = files, "open-file limit");
             let state = AppState::new(settings).await?;
             let running = app::start(state.clone(), bind).await?;
             wait_for_signal().await;

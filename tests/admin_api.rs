@@ -431,22 +431,43 @@ async fn malformed_requests_get_useful_problems() {
     assert_eq!(wrong.header("allow"), "POST");
 }
 
-/// With auth on, the admin API needs a valid token that carries `admin.scope`; the refusal
-/// keeps the bearer challenge. Unknown routes are refused the same way, revealing nothing.
-#[tokio::test]
-async fn with_auth_on_admin_requests_need_a_token_with_the_admin_scope() {
+const DEV_RESOURCE: &str = "http://127.0.0.1:8080/mcp";
+
+/// A server on dev tokens, with the signing key that mints them (and the directory holding it).
+async fn dev_auth_server() -> (TestServer, tempfile::TempDir, toolgate::config::Secret) {
     let dir = tempfile::tempdir().expect("dir");
     let key_file = dir.path().join("dev.key");
-    let resource = "http://127.0.0.1:8080/mcp";
     let kf = key_file.clone();
     let s = TestServer::with(move |c| {
         c.auth.mode = AuthMode::Dev;
         c.auth.dev_key_file = kf;
-        c.auth.resource = Some(resource.into());
+        c.auth.resource = Some(DEV_RESOURCE.into());
     })
     .await;
     let key = toolgate::auth::dev::load_or_create_key(&key_file).expect("key");
-    let mint = |scope: &str| toolgate::auth::dev::mint(&key, resource, "dana", scope, 300).expect("token");
+    (s, dir, key)
+}
+
+/// The admin scope alone is enough, and a refusal says exactly that (not the MCP scopes).
+#[tokio::test]
+async fn the_admin_scope_alone_is_enough_and_the_refusal_names_only_it() {
+    let (s, _dir, key) = dev_auth_server().await;
+    let mint = |scope: &str| toolgate::auth::dev::mint(&key, DEV_RESOURCE, "dana", scope, 300).expect("token");
+    let refused = Admin::with_token(&s, &mint("mcp:tools")).get("/admin/tools").await;
+    refused.assert_problem(403, "insufficient-scope");
+    let detail = refused.body["detail"].as_str().unwrap_or_default().to_owned();
+    assert!(detail.contains("toolgate:admin") && detail.contains("MCP scopes are not needed"), "{detail}");
+    let missing = Admin::new(&s).get("/admin/tools").await;
+    assert!(missing.header("www-authenticate").contains("scope=\"toolgate:admin\""), "{}", missing.header("www-authenticate"));
+    assert_eq!(Admin::with_token(&s, &mint("toolgate:admin")).get("/admin/tools").await.status, StatusCode::OK);
+}
+
+/// With auth on, the admin API needs a valid token that carries `admin.scope`; the refusal
+/// keeps the bearer challenge. Unknown routes are refused the same way, revealing nothing.
+#[tokio::test]
+async fn with_auth_on_admin_requests_need_a_token_with_the_admin_scope() {
+    let (s, _dir, key) = dev_auth_server().await;
+    let mint = |scope: &str| toolgate::auth::dev::mint(&key, DEV_RESOURCE, "dana", scope, 300).expect("token");
 
     let none = Admin::new(&s).get("/admin/tools").await;
     none.assert_problem(401, "unauthorized");

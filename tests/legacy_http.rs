@@ -324,3 +324,31 @@ async fn browser_clients_get_cors_for_allowed_origins_only() {
         .expect("preflight");
     assert_eq!(evil.status(), 403);
 }
+
+#[tokio::test]
+async fn a_host_with_userinfo_does_not_pass_the_loopback_allow_list() {
+    let s = TestServer::start().await;
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    assert_eq!(s.post(init, &[("host", "localhost:80@evil")]).await.status(), 403);
+}
+
+#[tokio::test]
+async fn an_origin_with_userinfo_does_not_pass_the_loopback_allow_list() {
+    let s = TestServer::start().await;
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    assert_eq!(s.post(init, &[("origin", "http://localhost:1@evil.example")]).await.status(), 403);
+}
+
+#[tokio::test]
+async fn a_duplicated_session_id_on_messages_gets_a_json_rpc_400() {
+    let s = TestServer::start().await;
+    let mut r = common::SseReader::new(s.client.get(s.url("/sse")).send().await.expect("GET /sse"));
+    let endpoint = r.next_event().await.expect("endpoint").data;
+    let url = s.url(&format!("{endpoint}&sessionId=other"));
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let res = s.client.post(url).header("content-type", "application/json").body(ping).send().await.expect("POST");
+    assert_eq!(res.status(), 400);
+    assert_eq!(res.headers()["content-type"], "application/json");
+    let body: serde_json::Value = res.json().await.expect("a JSON-RPC error");
+    assert!(body["error"]["message"].as_str().unwrap_or("").contains("more than once"), "{body}");
+}

@@ -24,10 +24,10 @@ fn tight(c: &mut Settings) {
 #[tokio::test]
 async fn a_client_over_its_quota_gets_429_with_the_retry_hint() {
     let s = TestServer::with(tight).await;
-    // `initialize` is one charged request (notifications are not charged); three pings fill
-    // the burst of four.
+    // Every message is charged: `initialize` and `notifications/initialized` are two, so two
+    // pings fill the burst of four.
     let sid = s.initialize("2025-11-25").await;
-    for _ in 0..3 {
+    for _ in 0..2 {
         assert_eq!(s.post(PING, &[("mcp-session-id", &sid)]).await.status(), 200);
     }
     let res = s.post(PING, &[("mcp-session-id", &sid)]).await;
@@ -81,27 +81,40 @@ async fn a_tool_can_have_its_own_limit_and_cost() {
     assert_eq!(s.post(other, &[("mcp-session-id", &sid)]).await.status(), 200, "other tools are not affected");
 }
 
-#[tokio::test]
-async fn repeated_failed_authentication_locks_the_address_out() {
+/// JWT auth with a lockout after a burst of 3 failed authentications per address.
+async fn lockout_server() -> (TestServer, Issuer) {
     let idp = Issuer::start().await;
-    let url = idp.url.clone();
-    let s = TestServer::with(move |c| {
+    let s = TestServer::with(|c| {
         c.limits.enabled = true;
         c.limits.auth_failures_per_minute = 1;
         c.limits.auth_failure_burst = 3;
-        c.auth.mode = AuthMode::Jwt;
-        c.auth.resource = Some(RESOURCE.into());
-        c.auth.issuers = vec![serde_json::from_value(json!({ "issuer": url })).expect("issuer")];
+        idp.trust(c);
     })
     .await;
+    (s, idp)
+}
+
+#[tokio::test]
+async fn repeated_failed_authentication_locks_the_address_out() {
+    let (s, _idp) = lockout_server().await;
     for _ in 0..3 {
         assert_eq!(s.post(INIT, &[("authorization", "Bearer not.a.token")]).await.status(), 401);
     }
+    let opaque = s.post(INIT, &[("authorization", "Bearer opaque-token-guess")]).await;
+    assert_eq!(opaque.status(), 429, "a token that would need verification elsewhere waits out the lockout");
+    assert!(opaque.headers().contains_key("retry-after"));
+    assert_eq!(opaque.json::<Value>().await.expect("json")["error"]["data"]["limit"], "auth_failures");
+}
+
+#[tokio::test]
+async fn a_valid_jwt_is_admitted_from_a_locked_out_address() {
+    let (s, idp) = lockout_server().await;
+    // A neighbour behind the same address (one NAT, one proxy) locks it out with bad tokens.
+    for _ in 0..4 {
+        s.post(INIT, &[("authorization", "Bearer not.a.token")]).await;
+    }
     let valid = format!("Bearer {}", idp.token("alice", "mcp:tools"));
-    let res = s.post(INIT, &[("authorization", &valid)]).await;
-    assert_eq!(res.status(), 429, "even a valid token waits out the lockout");
-    assert!(res.headers().contains_key("retry-after"));
-    assert_eq!(res.json::<Value>().await.expect("json")["error"]["data"]["limit"], "auth_failures");
+    assert_eq!(s.post(INIT, &[("authorization", &valid)]).await.status(), 200);
 }
 
 #[tokio::test]
@@ -114,14 +127,14 @@ async fn on_the_legacy_sse_transport_the_refusal_arrives_in_the_stream() {
         let (client, url) = (s.client.clone(), s.url(&endpoint));
         async move { client.post(url).header("content-type", "application/json").body(body.to_string()).send().await.expect("POST").status() }
     };
-    // GET /sse is not charged (it carries no JSON-RPC request); four requests fit the burst.
-    for id in 1..=4 {
+    // Opening the stream is charged like a request; three requests fill the burst of four.
+    for id in 1..=3 {
         assert_eq!(post(json!({"jsonrpc":"2.0","id":id,"method":"ping"})).await, 202);
         let (_, ok) = r.next_message().await.expect("answer");
         assert_eq!(ok["result"], json!({}));
     }
-    assert_eq!(post(json!({"jsonrpc":"2.0","id":5,"method":"ping"})).await, 202);
+    assert_eq!(post(json!({"jsonrpc":"2.0","id":4,"method":"ping"})).await, 202);
     let (_, refused) = r.next_message().await.expect("refusal");
-    assert_eq!(refused["id"], 5);
+    assert_eq!(refused["id"], 4);
     assert_eq!(refused["error"]["data"]["limit"], "client");
 }

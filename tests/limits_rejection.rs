@@ -60,7 +60,7 @@ fn retry_after_rounds_up_and_is_never_zero() {
 #[tokio::test]
 async fn the_http_response_is_a_429_with_retry_after_and_the_same_body() {
     let r = rejection(2_100, Reason::AuthFailures);
-    let res = r.http_response(Some(&RequestId::String("a".into())));
+    let res = toolgate::transport::refusal::limited(&r, Some(&RequestId::String("a".into())));
     assert_eq!(res.status(), 429);
     assert_eq!(res.headers()["retry-after"], "3");
     assert_eq!(res.headers()["content-type"], "application/json");

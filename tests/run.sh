@@ -47,6 +47,10 @@ else
   tests/deploy_check.sh
   step "tests/openapi_check.sh (admin API description)"
   tests/openapi_check.sh
+  # Fuzzing (fuzz/README.md): every target for a short run, failing on any crash. The build is
+  # kept between runs on this machine (a cold one takes about 10 minutes on 2 cores).
+  step "fuzz/run.sh ${FUZZ_SECONDS:-15} (cargo fuzz: every target, a short run each)"
+  CARGO_TARGET_DIR="${FUZZ_TARGET_DIR:-$HOME/.cache/toolgate/fuzz-target}" fuzz/run.sh "${FUZZ_SECONDS:-15}"
   step "tests/e2e/setup.sh"
   tests/e2e/setup.sh
   step "tests/e2e/run.sh"

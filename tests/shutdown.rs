@@ -129,6 +129,9 @@ async fn with_1000_open_streams_and_calls_in_flight_a_stop_exits_within_the_grac
         settings.server.drain_delay_ms = DRAIN_MS;
         settings.audit.durability = Durability::Sync;
         settings.sse.keep_alive_secs = 30;
+        // One test client holds every stream: the per-client caps are not what is tested here.
+        settings.sessions.max_per_client = 10_000;
+        settings.sse.max_streams_per_client = 10_000;
     })
     .await;
     let started = Arc::new(AtomicUsize::new(0));

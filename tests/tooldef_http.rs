@@ -17,11 +17,14 @@ use toolgate::tooldef::{BuildCtx, FieldError, ResponseFormat, ToolsFile};
 use wiremock::matchers::{body_json, header, method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-/// Settings that let tools reach the mock servers on 127.0.0.1, with fast retries.
+/// Settings that let tools reach the mock servers on 127.0.0.1, with fast retries, and read
+/// secrets from the variable and the temporary files the tests use (none by default).
 fn loopback_settings() -> ToolSettings {
     let mut settings = ToolSettings::default();
     settings.http.allow_hosts = vec!["127.0.0.1".into()];
     settings.http.retry_base_delay_ms = 10;
+    settings.http.secret_env = vec!["CARGO_*".into(), "TOOLGATE_TEST_*".into()];
+    settings.http.secret_dirs = vec![std::env::temp_dir(), "/nonexistent".into()];
     settings
 }
 
@@ -788,7 +791,10 @@ text = "{{ result.temperature_2m }} °C, wind {{ result.wind_speed_10m }} km/h (
 #[test]
 fn the_documented_examples_compile() {
     let file: ToolsFile = toml::from_str(EXAMPLES).expect("a valid tools file");
-    let settings = ToolSettings::default();
+    let mut settings = ToolSettings::default();
+    // What the examples' operator opts into: the variables and the directory they name.
+    settings.http.secret_env = vec!["GITHUB_TOKEN".into(), "*_TOKEN".into(), "*_KEY".into()];
+    settings.http.secret_dirs = vec!["/run/secrets".into()];
     for def in &file.tools {
         let schema = def.input_schema.clone().expect("a schema");
         let cx = BuildCtx {
@@ -801,4 +807,57 @@ fn the_documented_examples_compile() {
         let built = HttpTool::build(def.http.as_ref().expect("http"), &cx);
         assert!(built.is_ok(), "{}: {built:?}", def.name);
     }
+}
+
+const ENV_SECRET: &str = r#"
+[[tools]]
+name = "env_secret"
+[tools.http]
+url = "MOCK/x"
+headers = { Authorization = { env = "TOOLGATE_SESSIONS__SECRET", prefix = "Bearer " } }
+"#;
+
+#[test]
+fn by_default_no_definition_may_read_a_secret_from_the_environment() {
+    let errors = build_with(ENV_SECRET, "https://api.example.com", &ToolSettings::default()).expect_err("refused");
+    assert!(errors.iter().any(|e| e.message.contains("tools.http.secret_env")), "{errors:?}");
+}
+
+#[test]
+fn a_secret_variable_is_allowed_once_secret_env_names_it() {
+    let mut settings = ToolSettings::default();
+    settings.http.secret_env = vec!["TOOLGATE_SESSIONS__*".into()];
+    assert!(build_with(ENV_SECRET, "https://api.example.com", &settings).is_ok());
+}
+
+#[test]
+fn by_default_no_definition_may_read_a_secret_file() {
+    let definition = r#"
+[[tools]]
+name = "file_secret"
+[tools.http]
+url = "MOCK/x"
+headers = { Authorization = { file = "/etc/shadow" } }
+"#;
+    let errors = build_with(definition, "https://api.example.com", &ToolSettings::default()).expect_err("refused");
+    assert!(errors.iter().any(|e| e.message.contains("tools.http.secret_dirs")), "{errors:?}");
+}
+
+#[tokio::test]
+async fn a_redirect_to_another_port_of_an_allowed_host_port_is_refused() {
+    let allowed = MockServer::start().await;
+    let other_port = MockServer::start().await;
+    Mock::given(path("/moved"))
+        .respond_with(ResponseTemplate::new(302).insert_header("location", format!("{}/inside", other_port.uri()).as_str()))
+        .mount(&allowed)
+        .await;
+    Mock::given(path("/inside")).respond_with(ResponseTemplate::new(200).set_body_json(json!({"reached": true}))).mount(&other_port).await;
+    let mut settings = loopback_settings();
+    let port = allowed.address().port();
+    settings.http.allow_hosts = vec![format!("127.0.0.1:{port}")];
+    let tool = build_with("[[tools]]\nname = \"t\"\n[tools.http]\nurl = \"MOCK/moved\"\n", &allowed.uri(), &settings).expect("compiles");
+    let m = failure(call(&tool, json!({})).await);
+    let other = other_port.address().port();
+    assert_eq!(m, format!("refused: tools.http.allow_hosts lists 127.0.0.1 only with other ports than {other}"));
+    assert!(requests(&other_port).await.is_empty(), "the other port was never reached");
 }

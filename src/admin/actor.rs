@@ -3,15 +3,15 @@
 //! database, and the change is audited.
 
 use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
-use crate::app::AppState;
+use super::state::AdminState;
 use crate::audit::{AuditRecord, EventKind, Outcome};
-use crate::auth::principal::Principal;
+use crate::principal::Principal;
 
 /// The sender of an admin request.
 #[derive(Clone, Debug, Default)]
@@ -22,14 +22,14 @@ pub struct Actor {
     pub ip: Option<IpAddr>,
 }
 
-impl FromRequestParts<AppState> for Actor {
+impl FromRequestParts<AdminState> for Actor {
     type Rejection = Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, app: &AppState) -> Result<Self, Infallible> {
+    async fn from_request_parts(parts: &mut Parts, app: &AdminState) -> Result<Self, Infallible> {
         Ok(Self {
             principal: parts.extensions.get::<Arc<Principal>>().cloned(),
             request_id: parts.headers.get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned),
-            ip: app.client_ip(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()), &parts.headers),
+            ip: app.proxies.client_of(&parts.extensions, &parts.headers),
         })
     }
 }
@@ -43,7 +43,7 @@ impl Actor {
     /// After a successful write: reloads the database source (the registry changes and
     /// `notifications/tools/list_changed` goes out) and writes an `admin_change` audit record.
     /// `detail` names the tool and revision, never a definition's contents.
-    pub async fn changed(&self, app: &AppState, tool: &str, detail: String) {
+    pub async fn changed(&self, app: &AdminState, tool: &str, detail: String) {
         // This replica reloads now, so the answer reflects the change; every other replica
         // hears of it over the cluster channel and reloads too (sent after the commit, so
         // they read the new rows).
@@ -57,7 +57,7 @@ impl Actor {
     }
 
     /// An `admin_change` audit record (when the audit log is on).
-    pub async fn audit(&self, app: &AppState, tool: Option<&str>, detail: String) {
+    pub async fn audit(&self, app: &AdminState, tool: Option<&str>, detail: String) {
         let Some(audit) = &app.audit else { return };
         let mut record = AuditRecord::new(EventKind::AdminChange, Outcome::Ok).with_detail(detail);
         record.tool = tool.map(str::to_owned);

@@ -1,31 +1,29 @@
 //! The admin API's gate: with auth on, every request (unknown routes too, so the API's shape
-//! stays private) needs a bearer token the [`Authenticator`] accepts that also carries
-//! `admin.scope`. Refusals keep the bearer gate's status and `WWW-Authenticate` challenge,
+//! stays private) needs a bearer token the [`Authenticator`] accepts that carries
+//! `admin.scope`. The admin scope alone is enough: an operator's token need not carry the MCP
+//! scopes (`auth.required_scopes`), and every refusal says so. Refusals keep the bearer gate's status and `WWW-Authenticate` challenge,
 //! with a problem document as the body; failures count toward the per-address limit on
 //! failed authentications and are audited. With auth off everything passes: configuration
 //! validation keeps such an admin listener on loopback.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::problem::{Kind, Problem};
-use crate::app::AppState;
+use super::state::AdminState;
 use crate::audit::{AuditRecord, EventKind, Outcome};
 use crate::auth::bearer::{Authenticator, Refusal};
 
-/// The middleware; the [`Principal`](crate::auth::principal::Principal) goes into the request's extensions as `Arc<Principal>`.
-pub async fn require_admin(State(app): State<AppState>, mut request: Request, next: Next) -> Response {
+/// The middleware; the [`Principal`](crate::principal::Principal) goes into the request's extensions as `Arc<Principal>`.
+pub async fn require_admin(State(app): State<AdminState>, mut request: Request, next: Next) -> Response {
     let Some(auth) = app.auth.clone() else { return next.run(request).await };
-    let ip = app.client_ip(request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()), request.headers());
-    // Brute force is refused before any verification work, as on the MCP endpoint.
-    if let (Some(limiter), Some(ip)) = (&app.limiter, ip)
-        && let Err(rejection) = limiter.check_auth_failure_allowed(ip)
-    {
+    let ip = app.proxies.client_of(request.extensions(), request.headers());
+    // The same lockout as the MCP endpoint's gate.
+    if let Some(rejection) = crate::transport::bearer::locked_out(app.limiter.as_ref(), &auth, ip, request.headers()) {
         let (name, value) = rejection.retry_after_header();
         return Problem::new(Kind::TooManyRequests, "too many failed authentication attempts from this address; retry later")
             .with_header(name, value)
@@ -63,20 +61,23 @@ pub async fn require_admin(State(app): State<AppState>, mut request: Request, ne
 }
 
 /// The bearer gate's answer for `refusal` (status, challenge, `Retry-After`) with a problem
-/// document as its body. The challenge's `scope` hint names the admin scope too.
+/// document as its body. The challenge's `scope` hint names the admin scope instead of the
+/// MCP endpoint's.
 fn refuse(auth: &Authenticator, refusal: &Refusal, required: &[String], admin_scope: &str) -> Response {
-    let gate = auth.refuse(refusal);
+    let gate = crate::transport::bearer::challenge(auth, refusal);
     let status = gate.status();
     let (kind, detail) = match refusal {
         Refusal::Missing => (Kind::Unauthorized, format!("a bearer token with the scope {admin_scope} is required")),
         Refusal::Malformed(why) => (Kind::MalformedRequest, format!("Authorization: {why}")),
         Refusal::Invalid(_) => (Kind::Unauthorized, "the access token is not valid for this server".to_owned()),
-        Refusal::InsufficientScope(needed) => (Kind::InsufficientScope, format!("the admin API needs the scopes {}", needed.join(" "))),
+        Refusal::InsufficientScope(_) => {
+            (Kind::InsufficientScope, format!("the admin API needs a token with the scope {admin_scope} (the MCP scopes are not needed)"))
+        }
         Refusal::Unavailable => (Kind::Unavailable, "tokens cannot be verified right now; retry shortly".to_owned()),
     };
     let mut problem = Problem::new(kind, detail).with_status(status);
     if let Some(challenge) = gate.headers().get(header::WWW_AUTHENTICATE).and_then(|v| v.to_str().ok()) {
-        let challenge = widen_scope_hint(challenge, required, admin_scope);
+        let challenge = admin_scope_hint(challenge, required, admin_scope);
         if let Ok(value) = HeaderValue::from_str(&challenge) {
             problem = problem.with_header(header::WWW_AUTHENTICATE, value);
         }
@@ -87,16 +88,14 @@ fn refuse(auth: &Authenticator, refusal: &Refusal, required: &[String], admin_sc
     problem.into_response()
 }
 
-/// `scope="<required>"` becomes `scope="<required> <admin>"`: a client that starts the
-/// OAuth flow from this challenge asks for a token the admin API accepts.
-fn widen_scope_hint(challenge: &str, required: &[String], admin_scope: &str) -> String {
+/// `scope="<required>"` becomes `scope="<admin>"`: a client that starts the OAuth flow from
+/// this challenge asks for a token the admin API accepts, and no more.
+fn admin_scope_hint(challenge: &str, required: &[String], admin_scope: &str) -> String {
     let current = format!("scope=\"{}\"", required.join(" "));
-    if required.iter().any(|s| s == admin_scope) || !challenge.contains(&current) {
+    if !challenge.contains(&current) {
         return challenge.to_owned();
     }
-    let wider =
-        if required.is_empty() { format!("scope=\"{admin_scope}\"") } else { format!("scope=\"{} {admin_scope}\"", required.join(" ")) };
-    challenge.replacen(&current, &wider, 1)
+    challenge.replacen(&current, &format!("scope=\"{admin_scope}\""), 1)
 }
 
 /// `needed` plus the admin scope, unless it is listed already.
@@ -112,14 +111,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_challenge_scope_hint_names_the_admin_scope() {
+    fn the_challenge_scope_hint_names_the_admin_scope_alone() {
         let required = vec!["mcp:tools".to_owned()];
         let c = r#"Bearer resource_metadata="https://x/.well-known/oauth-protected-resource/mcp", scope="mcp:tools""#;
         assert_eq!(
-            widen_scope_hint(c, &required, "toolgate:admin"),
-            r#"Bearer resource_metadata="https://x/.well-known/oauth-protected-resource/mcp", scope="mcp:tools toolgate:admin""#
+            admin_scope_hint(c, &required, "toolgate:admin"),
+            r#"Bearer resource_metadata="https://x/.well-known/oauth-protected-resource/mcp", scope="toolgate:admin""#
         );
+    }
+
+    #[test]
+    fn an_insufficient_scope_challenge_keeps_its_list() {
+        let required = vec!["mcp:tools".to_owned()];
         let insufficient = r#"Bearer error="insufficient_scope", scope="mcp:tools toolgate:admin""#;
-        assert_eq!(widen_scope_hint(insufficient, &required, "toolgate:admin"), insufficient, "already widened lists stay");
+        assert_eq!(admin_scope_hint(insufficient, &required, "toolgate:admin"), insufficient);
     }
 }

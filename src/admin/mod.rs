@@ -21,9 +21,10 @@
 mod actor;
 mod auth;
 mod extract;
+pub mod metrics;
 mod problem;
-mod settings;
 mod sources;
+mod state;
 mod tools;
 
 use axum::Router;
@@ -34,13 +35,13 @@ use axum::routing::{get, post};
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 
-pub use settings::AdminSettings;
+pub use crate::config::admin::AdminSettings;
+pub use state::{AdminShared, AdminState};
 
 use self::problem::Problem;
-use crate::app::AppState;
 
 /// The admin router.
-pub fn router(state: AppState) -> Router {
+pub fn router(state: AdminState) -> Router {
     let limit = state.settings.admin.max_body_bytes;
     Router::new()
         .route("/admin/tools", get(tools::list).post(tools::create))

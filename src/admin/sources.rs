@@ -9,13 +9,13 @@ use serde_json::{Value, json};
 
 use super::actor::Actor;
 use super::problem::{Kind, Problem};
+use super::state::AdminState;
 use super::tools::rfc3339;
-use crate::app::AppState;
 use crate::tool::{Origin, SyncReport};
 use crate::tooldef::{DefinitionErrors, FieldError, SourceStatus};
 
 /// `GET /admin/sources`.
-pub async fn status(State(app): State<AppState>) -> Json<Value> {
+pub async fn status(State(app): State<AdminState>) -> Json<Value> {
     let defs = &app.definitions;
     let path = app.settings.tools.path.as_deref().map(|p| p.display().to_string());
     let mut file = source(&defs.status(Origin::File));
@@ -37,7 +37,7 @@ fn source(s: &SourceStatus) -> Value {
 /// `POST /admin/reload`: re-reads the tools file (when configured) and the database now.
 /// 200 with what changed in each; 422 when a source was refused (its previous tools stay in
 /// service), listing every problem.
-pub async fn reload(State(app): State<AppState>, actor: Actor) -> Result<Json<Value>, Response> {
+pub async fn reload(State(app): State<AdminState>, actor: Actor) -> Result<Json<Value>, Response> {
     let file = if app.settings.tools.path.is_some() { Some(app.definitions.reload_file().await) } else { None };
     let database = app.definitions.reload_database().await;
     let outcome = |r: &Result<SyncReport, DefinitionErrors>| match r {

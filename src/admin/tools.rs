@@ -13,14 +13,14 @@ use serde_json::{Map, Value, json};
 use super::actor::Actor;
 use super::extract::{IfMatch, JsonBody, ToolName, etag};
 use super::problem::{Kind, Problem};
-use crate::app::AppState;
+use super::state::AdminState;
 use crate::tool::Origin;
 use crate::tooldef::FieldError;
 use crate::tooldef::db::{self, StoredTool, WriteError};
 
 /// `GET /admin/tools[?origin=database|file|code]`: the stored definitions, and for context
 /// the names of the tools the tools file and code serve (read-only here).
-pub async fn list(State(app): State<AppState>, RawQuery(query): RawQuery) -> Result<Response, Problem> {
+pub async fn list(State(app): State<AdminState>, RawQuery(query): RawQuery) -> Result<Response, Problem> {
     let origin = origin_filter(query.as_deref())?;
     let stored = if origin.is_none_or(|o| o == Origin::Database) {
         db::load_all(&app.store).await.map_err(|e| Problem::database(&e))?
@@ -41,7 +41,7 @@ pub async fn list(State(app): State<AppState>, RawQuery(query): RawQuery) -> Res
 }
 
 /// `GET /admin/tools/{name}`.
-pub async fn get(State(app): State<AppState>, ToolName(name): ToolName) -> Result<Response, Problem> {
+pub async fn get(State(app): State<AdminState>, ToolName(name): ToolName) -> Result<Response, Problem> {
     match db::get(&app.store, &name).await.map_err(|e| Problem::database(&e))? {
         Some(stored) => Ok(one(&app, StatusCode::OK, &stored)),
         None => Err(match app.definitions.origin_of(&name).filter(|o| *o != Origin::Database) {
@@ -56,7 +56,7 @@ pub async fn get(State(app): State<AppState>, ToolName(name): ToolName) -> Resul
 }
 
 /// `POST /admin/tools`: 201 with `Location` and `ETag`.
-pub async fn create(State(app): State<AppState>, actor: Actor, JsonBody(body): JsonBody) -> Result<Response, Problem> {
+pub async fn create(State(app): State<AdminState>, actor: Actor, JsonBody(body): JsonBody) -> Result<Response, Problem> {
     let def = prepare(&app, body, None).await?;
     if let Some(origin) = app.definitions.origin_of(&def.name).filter(|o| *o != Origin::Database) {
         return Err(defined_elsewhere(&def.name, origin));
@@ -80,7 +80,7 @@ pub async fn create(State(app): State<AppState>, actor: Actor, JsonBody(body): J
 /// `PUT /admin/tools/{name}`: replaces a stored definition; `If-Match: "<revision>"` makes
 /// it conditional (412 when another write came first).
 pub async fn replace(
-    State(app): State<AppState>,
+    State(app): State<AdminState>,
     ToolName(name): ToolName,
     if_match: IfMatch,
     actor: Actor,
@@ -97,25 +97,25 @@ pub async fn replace(
 }
 
 /// `DELETE /admin/tools/{name}`: 204; honours `If-Match` like `PUT`.
-pub async fn delete(State(app): State<AppState>, ToolName(name): ToolName, if_match: IfMatch, actor: Actor) -> Result<Response, Problem> {
+pub async fn delete(State(app): State<AdminState>, ToolName(name): ToolName, if_match: IfMatch, actor: Actor) -> Result<Response, Problem> {
     let deleted = db::delete(&app.store, &name, if_match.expected()).await.map_err(|e| write_problem(&app, &name, e))?;
     actor.changed(&app, &name, format!("deleted tool {name} (revision {})", deleted.revision)).await;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `POST /admin/tools/{name}/enable`.
-pub async fn enable(state: State<AppState>, name: ToolName, actor: Actor) -> Result<Response, Problem> {
+pub async fn enable(state: State<AdminState>, name: ToolName, actor: Actor) -> Result<Response, Problem> {
     set_enabled(state, name, actor, true).await
 }
 
 /// `POST /admin/tools/{name}/disable`.
-pub async fn disable(state: State<AppState>, name: ToolName, actor: Actor) -> Result<Response, Problem> {
+pub async fn disable(state: State<AdminState>, name: ToolName, actor: Actor) -> Result<Response, Problem> {
     set_enabled(state, name, actor, false).await
 }
 
 /// Idempotent: setting the state a tool already has changes nothing (no new revision, no
 /// reload, no audit record) and answers 200 with the row.
-async fn set_enabled(State(app): State<AppState>, ToolName(name): ToolName, actor: Actor, enabled: bool) -> Result<Response, Problem> {
+async fn set_enabled(State(app): State<AdminState>, ToolName(name): ToolName, actor: Actor, enabled: bool) -> Result<Response, Problem> {
     if enabled && !app.settings.admin.allow_command_tools {
         // A command tool stored while they were allowed stays off once they no longer are.
         let stored = db::get(&app.store, &name).await.map_err(|e| Problem::database(&e))?;
@@ -142,7 +142,7 @@ struct Prepared {
 
 /// Checks a submitted definition completely (the compiler's field errors, 422), refuses
 /// command tools unless allowed (403), and splits off `enabled`.
-async fn prepare(app: &AppState, body: Value, path_name: Option<&str>) -> Result<Prepared, Problem> {
+async fn prepare(app: &AdminState, body: Value, path_name: Option<&str>) -> Result<Prepared, Problem> {
     let Value::Object(definition) = body else {
         return Err(invalid(FieldError::new("definition", "must be a JSON object: one tool definition, as in a tools file")));
     };
@@ -240,7 +240,7 @@ fn origin_filter(query: Option<&str>) -> Result<Option<Origin>, Problem> {
 }
 
 /// The answer for a write that changed nothing.
-fn write_problem(app: &AppState, name: &str, e: WriteError) -> Problem {
+fn write_problem(app: &AdminState, name: &str, e: WriteError) -> Problem {
     match e {
         WriteError::NotFound => absent(app, name),
         WriteError::RevisionMismatch { current } => {
@@ -261,7 +261,7 @@ fn write_problem(app: &AppState, name: &str, e: WriteError) -> Problem {
 
 /// 404 for a name not stored; 409 when the tools file or code serves it (it cannot be
 /// managed here).
-fn absent(app: &AppState, name: &str) -> Problem {
+fn absent(app: &AdminState, name: &str) -> Problem {
     match app.definitions.origin_of(name).filter(|o| *o != Origin::Database) {
         Some(origin) => defined_elsewhere(name, origin),
         None => Problem::not_found(format!("no tool definition called {name:?} is stored")),
@@ -277,7 +277,7 @@ fn defined_elsewhere(name: &str, origin: Origin) -> Problem {
 }
 
 /// One row as JSON, with its `ETag`.
-fn one(app: &AppState, status: StatusCode, stored: &StoredTool) -> Response {
+fn one(app: &AdminState, status: StatusCode, stored: &StoredTool) -> Response {
     let mut res = (status, Json(view(app, stored))).into_response();
     if let Ok(tag) = HeaderValue::from_str(&etag(stored.revision)) {
         res.headers_mut().insert(header::ETAG, tag);
@@ -287,7 +287,7 @@ fn one(app: &AppState, status: StatusCode, stored: &StoredTool) -> Response {
 
 /// A row as the API shows it. `served`: whether the registry serves it right now (false when
 /// disabled, or when the stored definition no longer compiles; `GET /admin/sources` says why).
-fn view(app: &AppState, t: &StoredTool) -> Value {
+fn view(app: &AdminState, t: &StoredTool) -> Value {
     json!({
         "name": t.name,
         "enabled": t.enabled,

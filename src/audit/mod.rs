@@ -16,7 +16,6 @@
 mod db;
 mod export;
 mod record;
-mod settings;
 mod sink;
 mod spool;
 mod writer;
@@ -31,10 +30,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+pub use crate::config::audit::{AuditSettings, Durability};
 pub use db::{AuditFilter, count, for_each, insert_batch, prune, query};
 pub use export::{ExportFormat, export};
 pub use record::{AuditRecord, EventKind, Outcome, REDACTED, args_digest, canonical_json, redact};
-pub use settings::{AuditSettings, Durability};
 
 use crate::store::Store;
 use writer::{Counters, Queued, Shared};

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::auth::principal::Principal;
+use crate::principal::Principal;
 
 /// What happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -285,4 +285,16 @@ pub fn args_digest(args: &Value) -> String {
         let _ = write!(hex, "{byte:02x}");
     }
     hex
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_outcome_labels_follow_the_declaration_order() {
+        let names: Vec<&str> = Outcome::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(names, crate::metrics::record::TOOL_OUTCOMES);
+        assert!(Outcome::ALL.iter().enumerate().all(|(i, o)| *o as usize == i));
+    }
 }

@@ -1,27 +1,17 @@
-//! The bearer-token gate in front of every MCP route: reads `Authorization: Bearer …` (never
-//! a query parameter), verifies the token, enforces the scopes every request needs, and puts
-//! the [`Principal`] into the request. Refusals carry RFC 6750 / RFC 9728 challenges:
-//! 401 without `error` when no token was sent, 401 `invalid_token`, 400 `invalid_request` for
-//! a malformed header, 403 `insufficient_scope` naming the scopes needed, 503 when the
-//! issuer's keys cannot be had.
+//! Bearer-token verification: reads `Authorization: Bearer …` (never a query parameter),
+//! verifies the token, checks the scopes every request and each method needs, and says why a
+//! token was refused ([`Refusal`]). The HTTP gate and its RFC 6750 / RFC 9728 challenges are
+//! the transport's (`transport::bearer`).
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use std::net::SocketAddr;
-
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, Response, StatusCode, header};
-use axum::middleware::Next;
+use http::header;
 
 use super::introspection::Introspector;
 use super::jwt::JwtVerifier;
 use super::metadata::metadata_url;
 use super::principal::{Principal, TokenError};
 use super::settings::AuthSettings;
-use crate::app::AppState;
-use crate::protocol::jsonrpc::{RpcError, code};
-use crate::transport::headers;
 
 /// Verifies tokens and builds challenges.
 pub struct Authenticator {
@@ -53,6 +43,18 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    /// The `reason` label of `toolgate_auth_validations_total`: one of a fixed set, from the
+    /// fixed descriptions of `auth::jwt` and `auth::introspection` (first match wins).
+    pub fn metric_reason(&self) -> &'static str {
+        match self {
+            Self::Missing => "missing_token",
+            Self::Malformed(_) => "malformed_header",
+            Self::Invalid(why) => token_rejection_reason(why),
+            Self::InsufficientScope(_) => "insufficient_scope",
+            Self::Unavailable => "verifier_unavailable",
+        }
+    }
+
     /// A short, bounded name for logs and audit records (never the token or its claims).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -92,6 +94,26 @@ impl Authenticator {
         self.verifier.as_ref()
     }
 
+    /// The RFC 9728 metadata URL challenges point to.
+    pub fn metadata_url(&self) -> &str {
+        &self.metadata
+    }
+
+    /// `auth.required_scopes`, the scope hint of a challenge.
+    pub fn required_scopes(&self) -> &[String] {
+        &self.settings.required_scopes
+    }
+
+    /// Whether the request's token is checked here without asking the network: a JWT, with
+    /// JWT issuers configured (keys cached; an unknown `kid` refetches at most once per
+    /// `min_refresh_interval`). The failed-authentication lockout lets such tokens through: a
+    /// signature cannot be guessed, checking one costs microseconds, and a valid token must
+    /// not be refused because a neighbour behind the same address sent bad ones. Opaque
+    /// tokens go to the introspection endpoint, which the lockout protects.
+    pub fn verifies_locally(&self, headers: &http::HeaderMap) -> bool {
+        self.verifier.is_some() && bearer_token(headers).is_ok_and(|t| t.split('.').count() == 3)
+    }
+
     /// JWTs (three base64url parts) go to the JWT verifier, anything else to introspection.
     async fn verify(&self, token: &str) -> Result<Principal, TokenError> {
         let jwt_shaped = token.split('.').count() == 3;
@@ -105,7 +127,7 @@ impl Authenticator {
 
     /// Authenticates one MCP request from its headers: a valid token holding
     /// `auth.required_scopes`.
-    pub async fn authenticate(&self, headers: &axum::http::HeaderMap) -> Result<Principal, Refusal> {
+    pub async fn authenticate(&self, headers: &http::HeaderMap) -> Result<Principal, Refusal> {
         let principal = self.identify(headers).await?;
         let missing = self.settings.required_scopes.iter().any(|s| !principal.has_scope(s));
         if missing {
@@ -117,7 +139,7 @@ impl Authenticator {
     }
 
     /// The principal of a valid bearer token, whatever its scopes (the admin API checks its own).
-    pub async fn identify(&self, headers: &axum::http::HeaderMap) -> Result<Principal, Refusal> {
+    pub async fn identify(&self, headers: &http::HeaderMap) -> Result<Principal, Refusal> {
         let token = bearer_token(headers)?;
         self.verify(token).await.map_err(|e| match e {
             TokenError::Invalid(why) => Refusal::Invalid(why),
@@ -143,61 +165,36 @@ impl Authenticator {
         }
         Err(Refusal::InsufficientScope(needed))
     }
-
-    /// The HTTP answer for a refusal.
-    pub fn refuse(&self, refusal: &Refusal) -> Response<Body> {
-        let scope = self.settings.required_scopes.join(" ");
-        let (status, challenge, message) = match refusal {
-            Refusal::Missing => (
-                StatusCode::UNAUTHORIZED,
-                format!(r#"Bearer resource_metadata="{}", scope="{scope}""#, self.metadata),
-                "Unauthorized: a bearer token is required".to_owned(),
-            ),
-            Refusal::Malformed(why) => (
-                StatusCode::BAD_REQUEST,
-                format!(r#"Bearer error="invalid_request", error_description="{why}", resource_metadata="{}""#, self.metadata),
-                format!("Bad Request: {why}"),
-            ),
-            Refusal::Invalid(why) => (
-                StatusCode::UNAUTHORIZED,
-                format!(
-                    r#"Bearer error="invalid_token", error_description="{}", resource_metadata="{}", scope="{scope}""#,
-                    quote_safe(why),
-                    self.metadata
-                ),
-                "Unauthorized: the access token is not valid for this server".to_owned(),
-            ),
-            Refusal::InsufficientScope(needed) => (
-                StatusCode::FORBIDDEN,
-                format!(r#"Bearer error="insufficient_scope", scope="{}", resource_metadata="{}""#, needed.join(" "), self.metadata),
-                format!("Forbidden: this request needs the scopes {}", needed.join(" ")),
-            ),
-            Refusal::Unavailable => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                String::new(),
-                "Service Unavailable: tokens cannot be verified right now; retry shortly".to_owned(),
-            ),
-        };
-        let mut res = headers::error(status, None, &RpcError::new(code::TRANSPORT, message));
-        if let Ok(v) = HeaderValue::from_str(&challenge)
-            && !challenge.is_empty()
-        {
-            res.headers_mut().insert(header::WWW_AUTHENTICATE, v);
-        }
-        if *refusal == Refusal::Unavailable {
-            res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-        }
-        res
-    }
 }
 
-/// `error_description` is a quoted-string: keep it to printable ASCII without quotes.
-fn quote_safe(s: &str) -> String {
-    s.chars().filter(|c| c.is_ascii_graphic() && *c != '"' && *c != '\\' || *c == ' ').take(200).collect()
+/// Why a token was invalid, as a metric label; "invalid_token" when no rule matches.
+fn token_rejection_reason(why: &str) -> &'static str {
+    // Order matters: several descriptions mention the issuer or the algorithm in passing.
+    const RULES: [(&str, &str); 18] = [
+        ("lacks", "missing_claim"),
+        ("expired", "expired"),
+        ("not valid yet", "not_yet_valid"),
+        ("in the future", "not_yet_valid"),
+        ("audience", "wrong_audience"),
+        ("not active", "introspection_inactive"),
+        ("no signing key", "unknown_key"),
+        ("several issuer keys", "unknown_key"),
+        ("signature", "bad_signature"),
+        ("cannot verify", "bad_signature"),
+        ("alg", "bad_algorithm"),
+        ("issuer is not a string", "malformed_token"),
+        ("issuer", "unknown_issuer"),
+        ("subject", "invalid_subject"),
+        ("malformed", "malformed_token"),
+        ("too large", "malformed_token"),
+        ("(JWE)", "malformed_token"),
+        ("critical", "malformed_token"),
+    ];
+    RULES.iter().find(|(needle, _)| why.contains(needle)).map_or("invalid_token", |(_, reason)| reason)
 }
 
 /// The token of a single `Authorization: Bearer <token68>` header.
-fn bearer_token(headers: &axum::http::HeaderMap) -> Result<&str, Refusal> {
+pub fn bearer_token(headers: &http::HeaderMap) -> Result<&str, Refusal> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
     let Some(value) = values.next() else { return Err(Refusal::Missing) };
     if values.next().is_some() {
@@ -218,66 +215,10 @@ fn bearer_token(headers: &axum::http::HeaderMap) -> Result<&str, Refusal> {
     Ok(token)
 }
 
-/// The middleware. Without an authenticator (auth off) every request passes.
-pub async fn require(State(app): State<AppState>, mut request: Request, next: Next) -> Response<Body> {
-    let Some(auth) = app.auth.clone() else { return next.run(request).await };
-    // Preflights carry no credentials by design; CORS answers them.
-    if request.method() == axum::http::Method::OPTIONS {
-        return next.run(request).await;
-    }
-    // Brute force is refused before any verification work (per client address).
-    let ip = app.client_ip(request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()), request.headers());
-    if let (Some(limiter), Some(ip)) = (&app.limiter, ip)
-        && let Err(rejection) = limiter.check_auth_failure_allowed(ip)
-    {
-        tracing::info!(%ip, "request refused: too many failed authentication attempts");
-        crate::metrics::record::rate_limited(rejection.reason);
-        return rejection.http_response(None);
-    }
-    // The span records the verdict only: never the token.
-    let span = tracing::info_span!("auth", outcome = tracing::field::Empty);
-    let verdict = tracing::Instrument::instrument(auth.authenticate(request.headers()), span.clone()).await;
-    span.record("outcome", if verdict.is_ok() { "ok" } else { "refused" });
-    match verdict {
-        Ok(principal) => {
-            crate::metrics::record::auth_ok();
-            request.extensions_mut().insert(Arc::new(principal));
-            next.run(request).await
-        }
-        Err(refusal) => {
-            crate::metrics::record::auth_refused(&refusal);
-            if let (Some(limiter), Some(ip), Refusal::Invalid(_) | Refusal::Malformed(_)) = (&app.limiter, ip, &refusal) {
-                limiter.record_auth_failure(ip);
-            }
-            if !matches!(refusal, Refusal::Missing) {
-                tracing::info!(path = %request.uri().path(), refusal = ?refusal.kind(), "request refused by the bearer gate");
-            }
-            if let (Some(audit), false) = (&app.audit, matches!(refusal, Refusal::Missing | Refusal::Unavailable)) {
-                use crate::audit::{AuditRecord, EventKind, Outcome};
-                let kind = if matches!(refusal, Refusal::InsufficientScope(_)) { EventKind::AuthzDenied } else { EventKind::AuthFailure };
-                let mut record = AuditRecord::new(kind, Outcome::Denied).with_detail(refusal.kind());
-                if let Some(ip) = ip {
-                    record = record.with_client_ip(ip);
-                }
-                if let Some(id) = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()) {
-                    record = record.with_request_id(id);
-                }
-                if let Some(trace) = request.extensions().get::<crate::telemetry::TraceContext>() {
-                    record = record.with_trace_id(trace.trace_id_hex().to_string());
-                }
-                // Off the request path: a flood of bad tokens must stay cheap to refuse.
-                let audit = audit.clone();
-                tokio::spawn(async move { audit.record(record).await });
-            }
-            auth.refuse(&refusal)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::HeaderMap;
+    use http::{HeaderMap, HeaderValue};
 
     fn with(values: &[&str]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -299,7 +240,40 @@ mod tests {
     }
 
     #[test]
-    fn descriptions_cannot_break_the_challenge() {
-        assert_eq!(quote_safe("bad \"aud\" \\ x"), "bad aud  x");
+    fn token_descriptions_map_to_bounded_reasons() {
+        let cases = [
+            ("token has expired", "expired"),
+            ("token is expired", "expired"),
+            ("token audience does not include this resource", "wrong_audience"),
+            ("token audience does not include this server", "wrong_audience"),
+            ("token issuer is not trusted", "unknown_issuer"),
+            ("token issuer is not trusted here", "unknown_issuer"),
+            ("token issuer mismatch", "unknown_issuer"),
+            ("token is not active", "introspection_inactive"),
+            ("no signing key of the issuer matches the token's kid and alg", "unknown_key"),
+            ("token names no kid and several issuer keys fit", "unknown_key"),
+            ("signature does not verify", "bad_signature"),
+            ("the issuer's key cannot verify this token", "bad_signature"),
+            ("signing algorithm not allowed for this issuer", "bad_algorithm"),
+            ("unsigned tokens (alg none) are not accepted", "bad_algorithm"),
+            ("token lacks the required claim iss", "missing_claim"),
+            ("token lacks the required claim exp", "missing_claim"),
+            ("token is not valid yet (nbf)", "not_yet_valid"),
+            ("token is issued in the future (iat)", "not_yet_valid"),
+            ("malformed token header", "malformed_token"),
+            ("malformed token: not a JWS compact serialization", "malformed_token"),
+            ("token issuer is not a string", "malformed_token"),
+            ("token too large", "malformed_token"),
+            ("encrypted tokens (JWE) are not accepted", "malformed_token"),
+            ("token header has critical extensions", "malformed_token"),
+            ("token subject is empty or has control characters", "invalid_subject"),
+            ("token has no usable subject", "invalid_subject"),
+            ("signing algorithm does not fit the key", "bad_algorithm"),
+            ("token header has no alg", "bad_algorithm"),
+            ("token rejected", "invalid_token"),
+        ];
+        for (why, reason) in cases {
+            assert_eq!(token_rejection_reason(why), reason, "{why}");
+        }
     }
 }

@@ -12,53 +12,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use oauth2::basic::BasicClient;
 use oauth2::{AccessToken, AuthType, ClientId, ClientSecret, EndpointNotSet, EndpointSet, IntrospectionUrl, TokenIntrospectionResponse};
-use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
 use super::principal::{Principal, TokenError};
-use crate::config::Secret;
 use crate::metrics::record::{Introspection, introspection_cache, introspection_request};
 
-/// `[auth.introspection]`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IntrospectionSettings {
-    /// The authorization server's introspection endpoint (https; http only on loopback).
-    pub endpoint: String,
-    /// The issuer the tokens come from: the principal's issuer, and checked against the
-    /// response's `iss` when the server sends one.
-    pub issuer: String,
-    /// toolgate's own client at the authorization server.
-    pub client_id: String,
-    pub client_secret: Option<Secret>,
-    /// `basic` (HTTP Basic, the RFC 6749 default) or `post` (credentials in the form body).
-    #[serde(default)]
-    pub client_auth: ClientAuth,
-    /// Extra accepted audiences besides the canonical resource URI.
-    #[serde(default)]
-    pub audiences: Vec<String>,
-    /// Longest time a result is reused (also bounds how late a revocation is noticed).
-    #[serde(default = "default_cache_secs")]
-    pub cache_secs: u64,
-    #[serde(default = "default_cache_capacity")]
-    pub cache_capacity: u64,
-}
-
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum ClientAuth {
-    #[default]
-    Basic,
-    Post,
-}
-
-fn default_cache_secs() -> u64 {
-    60
-}
-
-fn default_cache_capacity() -> u64 {
-    10_000
-}
+pub use crate::config::auth::{ClientAuth, IntrospectionSettings};
 
 type IntrospectionClient = BasicClient<EndpointNotSet, EndpointNotSet, EndpointSet, EndpointNotSet, EndpointNotSet>;
 

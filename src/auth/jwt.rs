@@ -34,7 +34,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::jwks::{DEFAULT_MIN_REFRESH_INTERVAL, JwksSource, RefreshOutcome, Selection};
 use super::principal::{Principal, TokenError};
-use crate::config::Secret;
 
 /// Tokens longer than this are refused unread: real access tokens are 1–2 KiB, and parsing
 /// attacker-sized input is wasted work.
@@ -60,37 +59,7 @@ const ASYMMETRIC_DEFAULT: [Algorithm; 9] = [
 ];
 const HMAC_DEFAULT: [Algorithm; 3] = [Algorithm::HS256, Algorithm::HS384, Algorithm::HS512];
 
-fn default_leeway() -> u64 {
-    30
-}
-
-/// One trusted token issuer (`[[auth.issuers]]`).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IssuerSettings {
-    /// The exact `iss` value of its tokens (and, without `jwks_uri`, the URL its metadata is
-    /// discovered from).
-    pub issuer: String,
-    /// Where its signing keys are. Unset: discovered from
-    /// `/.well-known/oauth-authorization-server`, then `/.well-known/openid-configuration`
-    /// (RFC 8414 path insertion for issuers with a path, then OIDC path appending).
-    /// https, or http to a loopback host only.
-    pub jwks_uri: Option<String>,
-    /// Audiences accepted besides the canonical resource URI, e.g. `api://toolgate`.
-    #[serde(default)]
-    pub audiences: Vec<String>,
-    /// Allowed `alg` values. Default: RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384,
-    /// EdDSA; with `hmac_secret` set and this empty: HS256, HS384, HS512 only.
-    /// HS* may only be listed together with `hmac_secret`; `none` is never allowed.
-    #[serde(default)]
-    pub algorithms: Vec<String>,
-    /// Shared secret for HS256/384/512 tokens (at least 32 bytes). Only with it are HMAC
-    /// algorithms accepted for this issuer.
-    pub hmac_secret: Option<Secret>,
-    /// Allowed clock skew for `exp`, `nbf` and `iat`, in seconds (default 30, at most 300).
-    #[serde(default = "default_leeway")]
-    pub leeway_secs: u64,
-}
+pub use crate::config::auth::IssuerSettings;
 
 /// An issuer's settings, checked and ready for use.
 struct Issuer {

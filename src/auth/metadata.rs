@@ -1,14 +1,9 @@
 //! RFC 9728 Protected Resource Metadata: where clients learn which authorization servers
-//! issue tokens for this server. Public, cacheable, readable from any origin.
+//! issue tokens for this server (the document; `transport::metadata` serves it).
 
-use axum::Json;
-use axum::extract::State;
-use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::settings::AuthSettings;
-use crate::app::AppState;
 
 /// The metadata URL for a resource: the well-known path inserted before the resource's path
 /// (`https://h/mcp` → `https://h/.well-known/oauth-protected-resource/mcp`).
@@ -36,15 +31,6 @@ pub fn document(settings: &AuthSettings) -> serde_json::Value {
         doc["resource_documentation"] = json!(docs);
     }
     doc
-}
-
-/// `GET /.well-known/oauth-protected-resource[/<mcp path>]`.
-pub async fn serve(State(app): State<AppState>) -> Response {
-    let mut res = Json(document(&app.settings.auth)).into_response();
-    let h = res.headers_mut();
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600"));
-    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
-    res
 }
 
 #[cfg(test)]

@@ -11,4 +11,5 @@ pub mod jwks;
 pub mod jwt;
 pub mod metadata;
 pub mod principal;
-pub mod settings;
+/// The `[auth]` settings (they live with the other settings, a leaf).
+pub use crate::config::auth as settings;

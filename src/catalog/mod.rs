@@ -1,7 +1,8 @@
-//! Resources and prompts the server offers besides tools, with keyset pagination shared by
-//! every list method.
+//! Resources and prompts the server offers besides tools, paginated with the protocol's keyset
+//! cursors ([`crate::protocol::cursor`]).
 
-pub mod cursor;
+/// The cursors, kept where older code finds them.
+pub use crate::protocol::cursor;
 pub mod prompts;
 pub mod resources;
 

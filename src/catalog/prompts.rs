@@ -7,8 +7,8 @@ use parking_lot::RwLock;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::cursor;
 use crate::bus::{Change, EventBus};
+use crate::protocol::cursor;
 use crate::tool::InputRequest;
 
 /// A rendered prompt, or the inputs it needs from the client first (MRTR).

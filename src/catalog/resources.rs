@@ -6,9 +6,9 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use serde_json::{Value, json};
 
-use super::cursor;
 use crate::bus::{Change, EventBus};
 use crate::protocol::content::ResourceContents;
+use crate::protocol::cursor;
 
 type ReadFn = Arc<dyn Fn(&str) -> Vec<ResourceContents> + Send + Sync>;
 type TemplateReadFn = Arc<dyn Fn(&str, &HashMap<String, String>) -> Vec<ResourceContents> + Send + Sync>;

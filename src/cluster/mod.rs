@@ -7,13 +7,17 @@
 //! replica that lost its LISTEN connection cannot know what it missed, so on reconnect it
 //! gets [`ClusterEvent::Resync`] and over-notifies rather than miss a change.
 
-pub mod follow;
 pub mod pg;
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Settings;
+use crate::store::Store;
+use pg::PgCluster;
 
 /// An event between replicas.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,7 +40,7 @@ pub enum ClusterEvent {
         session: String,
         message: serde_json::Value,
         /// The verified caller, as the receiving replica authenticated it.
-        principal: Option<crate::auth::principal::Principal>,
+        principal: Option<crate::principal::Principal>,
         ip: Option<std::net::IpAddr>,
         request_id: Option<String>,
     },
@@ -98,4 +102,19 @@ impl Cluster for Standalone {
 /// several processes may share a host name (tests, `docker compose --scale`).
 pub fn instance_id(name: &str) -> String {
     format!("{name}-{:08x}", rand::random::<u32>())
+}
+
+/// The cluster channel when the store is Postgres (every replica shares it), else none.
+pub async fn connect(settings: &Settings, store: &Store, stop: CancellationToken) -> anyhow::Result<Arc<dyn Cluster>> {
+    let replica = instance_id(&settings.audit.resolved_replica_id());
+    match store.backend() {
+        crate::store::Backend::Postgres(pool) => {
+            let cluster = PgCluster::start(pool.clone(), replica.clone(), "toolgate_cluster".to_owned(), stop)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen for cluster events on Postgres: {e}"))?;
+            tracing::info!(%replica, "cluster events over Postgres LISTEN/NOTIFY");
+            Ok(cluster)
+        }
+        crate::store::Backend::Sqlite(_) => Ok(Standalone::new(replica)),
+    }
 }

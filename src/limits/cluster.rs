@@ -38,8 +38,8 @@ use super::key::ClientKey;
 use super::local::LocalLimiter;
 use super::redis::{Bucket, RedisTier};
 use super::rejection::{Reason, Rejection};
-use super::settings::{LimitSettings, ToolLimit};
 use super::{Check, Limiter};
+use crate::config::limits::{LimitSettings, ToolLimit};
 
 /// The `backend = "redis"` limiter: [`LocalLimiter`] in front, Redis behind.
 pub struct ClusterLimiter {

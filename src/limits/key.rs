@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use sha2::{Digest, Sha256};
 
-use crate::auth::principal::Principal;
+use crate::principal::Principal;
 
 /// A rate-limit key. Small and `Copy`: principals are reduced to a 128-bit digest so an entry
 /// costs the same whatever the length of the claims, and no subject (possibly personal data)

@@ -19,9 +19,9 @@ use governor::{NotUntil, Quota, RateLimiter};
 
 use super::key::ClientKey;
 use super::rejection::{Reason, Rejection};
-use super::settings::{LimitSettings, ToolLimit, nz};
 use super::store::{CappedStore, Lookup, Overflow};
 use super::{Check, Limiter};
+use crate::config::limits::{LimitSettings, ToolLimit, nz};
 
 type Keyed<C> = RateLimiter<Lookup<ClientKey>, CappedStore<ClientKey>, C, NoOpMiddleware<<C as Clock>::Instant>>;
 type Direct<C> = RateLimiter<NotKeyed, InMemoryState, C, NoOpMiddleware<<C as Clock>::Instant>>;

@@ -1,5 +1,6 @@
 //! Rate limiting: per-client request budgets, per-tool budgets and costs, a global ceiling,
-//! and a per-IP limit on failed authentication.
+//! and a per-IP limit on failed authentication; and per-client caps on open sessions and
+//! streams ([`Caps`]).
 //!
 //! Clients are identified by [`ClientKey`]: the verified principal (issuer + subject + client
 //! id), or the client IP when authentication is off, never the session, so re-initializing
@@ -19,12 +20,12 @@
 //! [`ClusterLimiter`] (`backend = "redis"`: the local limiter in front, cluster-wide quotas in
 //! Redis behind); [`build`] picks one from the settings.
 
+mod caps;
 mod cluster;
 mod key;
 mod local;
 mod redis;
 mod rejection;
-mod settings;
 mod store;
 
 use std::future::Future;
@@ -38,12 +39,13 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::config::limits::{Backend, LimitSettings, OnError, RedisSettings, ToolLimit};
+pub use caps::{Caps, Held, Permit};
 pub use cluster::ClusterLimiter;
 pub use key::ClientKey;
 pub use local::LocalLimiter;
 pub use redis::{BACKEND_ERRORS, BACKEND_UP};
 pub use rejection::{Reason, Rejection};
-pub use settings::{Backend, LimitSettings, OnError, RedisSettings, ToolLimit};
 
 /// The decision of [`Limiter::check`]: already taken, or waiting on a shared store.
 ///

@@ -18,7 +18,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, Script};
 
 use super::rejection::{Reason, Rejection};
-use super::settings::{OnError, RedisSettings};
+use crate::config::limits::{OnError, RedisSettings};
 
 pub use crate::metrics::{RATE_LIMIT_BACKEND_ERRORS as BACKEND_ERRORS, RATE_LIMIT_BACKEND_UP as BACKEND_UP};
 

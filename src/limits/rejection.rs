@@ -1,12 +1,10 @@
-//! A refused request: which limit refused it and when to retry, rendered either as an HTTP
-//! 429 or as a JSON-RPC error inside an SSE stream that is already open.
+//! A refused request: which limit refused it and when to retry, with its HTTP status,
+//! `Retry-After` and JSON-RPC error (the transport renders it: `transport::refusal`).
 
 use std::fmt;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::response::Response;
-use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::header::RETRY_AFTER;
 use http::{HeaderName, HeaderValue, StatusCode};
 use serde_json::{Value, json};
 
@@ -26,6 +24,8 @@ pub enum Reason {
     /// The shared store of `backend = "redis"` is unreachable and `on_error = "closed"`: not
     /// a quota, so it is answered with 503, not 429.
     BackendUnavailable,
+    /// The client holds as many of these open as its cap allows (see [`Caps`](super::Caps)).
+    Held(super::Held),
 }
 
 impl Reason {
@@ -36,6 +36,8 @@ impl Reason {
             Self::Global => "global",
             Self::AuthFailures => "auth_failures",
             Self::BackendUnavailable => "backend_unavailable",
+            Self::Held(super::Held::Session) => "sessions",
+            Self::Held(_) => "streams",
         }
     }
 
@@ -46,6 +48,10 @@ impl Reason {
             Self::Global => "the server-wide request limit",
             Self::AuthFailures => "the limit on failed authentication attempts from this address",
             Self::BackendUnavailable => "the shared rate-limit store is unreachable",
+            Self::Held(super::Held::Session) => {
+                "this client holds as many open sessions as sessions.max_per_client allows; end one with DELETE or let an idle one expire"
+            }
+            Self::Held(_) => "this client holds as many open streams of this kind as sse.max_streams_per_client allows; close one first",
         }
     }
 }
@@ -100,12 +106,14 @@ impl Rejection {
     }
 
     /// The JSON-RPC error object: `{"code": -32000, "message": "...", "data": {"retryAfterMs":
-    /// ..., "limit": "client" | "tool" | "global" | "auth_failures" | "backend_unavailable"}}`.
+    /// ..., "limit": "client" | "tool" | "global" | "auth_failures" | "backend_unavailable" |
+    /// "sessions" | "streams"}}`.
     pub fn rpc_error(&self) -> RpcError {
         let message = match self.reason {
             Reason::BackendUnavailable => {
                 format!("Service unavailable: {}; retry after {} s", self.reason.describe(), self.retry_after_secs())
             }
+            Reason::Held(_) => format!("Too many open: {}; retry after {} s", self.reason.describe(), self.retry_after_secs()),
             _ => format!("Rate limit exceeded: {}; retry after {} s", self.reason.describe(), self.retry_after_secs()),
         };
         RpcError::new(Self::JSONRPC_CODE, message)
@@ -117,17 +125,6 @@ impl Rejection {
     /// where the HTTP status can no longer change.
     pub fn jsonrpc_message(&self, id: Option<&RequestId>) -> Value {
         jsonrpc::error_message(id, &self.rpc_error())
-    }
-
-    /// The whole HTTP response: [`status`](Self::status), `Retry-After`, and the JSON-RPC
-    /// error body.
-    pub fn http_response(&self, id: Option<&RequestId>) -> Response<Body> {
-        let mut res = Response::new(Body::from(self.jsonrpc_message(id).to_string()));
-        *res.status_mut() = self.status();
-        let (name, value) = self.retry_after_header();
-        res.headers_mut().insert(name, value);
-        res.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        res
     }
 }
 

@@ -1,10 +1,11 @@
 //! Prometheus metrics: every name, its help text and its buckets are declared here, and the
 //! rest of the code records through the small typed helpers in [`record`] (and the HTTP layer
-//! in [`http`]), so call sites stay one line and label values stay bounded: route templates,
+//! in `transport::http_metrics`), which take plain labels and import no domain module, so call
+//! sites stay one line and label values stay bounded: route templates,
 //! method names from a fixed list, registered tool names, outcomes. Never raw paths, user ids
 //! or tokens.
 //!
-//! `/metrics` is served on the admin listener only ([`router`], merged in `app::start_admin`),
+//! `/metrics` is served on the admin listener only (`admin::metrics`),
 //! without authentication, because Prometheus scrapes it: the admin port must never be
 //! reachable from outside (bind it to loopback or a port the load balancer does not expose).
 //!
@@ -13,23 +14,15 @@
 //! allocation. Gauges that mirror state owned elsewhere (sessions, queues, pools, limiter
 //! keys) are sampled when `/metrics` is scraped instead of being updated on every change.
 
-pub mod http;
 pub mod record;
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 pub use record::{McpEra, SseKind, ToolMetrics};
-
-use crate::app::AppState;
 
 // ===== names =====
 
@@ -91,6 +84,12 @@ pub const TOOLS: &str = "toolgate_tools";
 pub const RATE_LIMIT_BACKEND_ERRORS: &str = "toolgate_rate_limit_backend_errors_total";
 /// Gauge, recorded by `limits::redis`.
 pub const RATE_LIMIT_BACKEND_UP: &str = "toolgate_rate_limit_backend_up";
+/// Gauge, recorded by `transport::connections`.
+pub const CONNECTIONS_OPEN: &str = "toolgate_connections_open";
+/// Counter, recorded by `transport::connections`.
+pub const CONNECTIONS_EVICTED: &str = "toolgate_connections_evicted_total";
+/// Counter, recorded by `transport::connections`.
+pub const ACCEPT_ERRORS: &str = "toolgate_accept_errors_total";
 /// Gauge, recorded by `cluster::pg`.
 pub const CLUSTER_CONNECTED: &str = "toolgate_cluster_connected";
 /// Counter, recorded by `cluster::pg`.
@@ -138,6 +137,7 @@ pub fn install(replica: &str) -> PrometheusHandle {
                 tracing::warn!(error = %e, "a metrics recorder is already installed; /metrics will be empty");
             }
             describe();
+            crate::protocol::jsonrpc::on_error(record::jsonrpc_error);
             metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "git_sha" => GIT_SHA, "replica" => replica.to_owned())
                 .set(1.0);
             spawn_upkeep(handle.clone());
@@ -201,7 +201,10 @@ pub fn describe() {
     describe_counter!(JWKS_REFRESHES, "Fetches of an issuer's signing keys (JWKS) by result.");
     describe_counter!(INTROSPECTION_REQUESTS, "Token introspection requests (RFC 7662) by result: active, inactive, error.");
     describe_counter!(INTROSPECTION_CACHE, "Introspection cache look-ups by result: hit, miss.");
-    describe_counter!(RATE_LIMIT_REJECTIONS, "Requests refused by a rate limit, by the limit (client, tool, global, auth_failures).");
+    describe_counter!(
+        RATE_LIMIT_REJECTIONS,
+        "Requests refused by a rate limit or a per-client cap, by the limit (client, tool, global, auth_failures, backend_unavailable, sessions, streams)."
+    );
     describe_gauge!(RATE_LIMIT_TRACKED_KEYS, "Keys the rate limiter tracks now (clients, tools, addresses).");
     describe_gauge!(AUDIT_QUEUE_DEPTH, "Audit records waiting for the background writer.");
     describe_gauge!(AUDIT_SPOOL_BYTES, Unit::Bytes, "Bytes in the audit spool not yet confirmed in the database.");
@@ -219,42 +222,13 @@ pub fn describe() {
         RATE_LIMIT_BACKEND_UP,
         "1 while the shared rate-limit store (Redis) answers, 0 after a failure until it answers again."
     );
+    describe_gauge!(CONNECTIONS_OPEN, "Open connections on the public listener.");
+    describe_counter!(
+        CONNECTIONS_EVICTED,
+        "Idle connections closed to make room for new ones at the connection cap (server.max_connections)."
+    );
+    describe_counter!(ACCEPT_ERRORS, "Failed accepts on the public listener (e.g. out of file descriptors), each followed by a back-off.");
     describe_gauge!(CLUSTER_CONNECTED, "1 while this replica listens for events from the others (Postgres LISTEN), 0 while reconnecting.");
     describe_counter!(CLUSTER_EVENTS_SENT, "Events sent to the other replicas (Postgres NOTIFY).");
     describe_counter!(CLUSTER_EVENTS_RECEIVED, "Events received from the other replicas.");
-}
-
-// ===== /metrics =====
-
-/// `GET /metrics`, for the admin listener only.
-pub fn router(state: AppState) -> Router {
-    Router::new().route("/metrics", get(scrape)).with_state(state)
-}
-
-async fn scrape(State(app): State<AppState>) -> Response {
-    sample(&app);
-    let body = app.metrics.render();
-    ([(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE))], body).into_response()
-}
-
-/// Refreshes the gauges that mirror state owned elsewhere: cheap reads, always fresh.
-fn sample(app: &AppState) {
-    metrics::gauge!(SESSIONS_OPEN).set(app.sessions.len() as f64);
-    let tools = app.server.tools.snapshot();
-    let queued = app.server.calls.queued() + tools.iter().filter_map(|t| t.bulkhead.as_ref()).map(|b| b.queued()).sum::<usize>();
-    metrics::gauge!(TOOL_CALLS_QUEUED).set(queued as f64);
-    if let Some(limiter) = &app.limiter {
-        metrics::gauge!(RATE_LIMIT_TRACKED_KEYS).set(limiter.tracked_keys() as f64);
-    }
-    if let Some(audit) = &app.audit {
-        metrics::gauge!(AUDIT_QUEUE_DEPTH).set(audit.queue_depth() as f64);
-        metrics::gauge!(AUDIT_SPOOL_BYTES).set(audit.spool_bytes() as f64);
-    }
-    let (size, idle) = match app.store.backend() {
-        crate::store::Backend::Sqlite(pool) => (pool.size(), pool.num_idle()),
-        crate::store::Backend::Postgres(pool) => (pool.size(), pool.num_idle()),
-    };
-    let idle = u32::try_from(idle).unwrap_or(size).min(size);
-    metrics::gauge!(DB_POOL_CONNECTIONS, "state" => "idle").set(f64::from(idle));
-    metrics::gauge!(DB_POOL_CONNECTIONS, "state" => "in_use").set(f64::from(size - idle));
 }

@@ -9,13 +9,10 @@ use std::time::{Duration, Instant};
 use metrics::{Counter, Gauge, Histogram, SharedString};
 
 use super::{
-    AUDIT_BATCH_DURATION, AUDIT_RECORDS_WRITTEN, AUDIT_REPLAYED_RECORDS, AUTH_VALIDATIONS, INTROSPECTION_CACHE, INTROSPECTION_REQUESTS,
-    JSONRPC_ERRORS, JWKS_REFRESHES, LIST_CHANGED_FANOUT, LIST_CHANGED_SENT, MCP_REQUESTS, RATE_LIMIT_REJECTIONS, SSE_STREAMS_OPEN,
-    TOOL_CALL_DURATION, TOOL_CALLS,
+    ACCEPT_ERRORS, AUDIT_BATCH_DURATION, AUDIT_RECORDS_WRITTEN, AUDIT_REPLAYED_RECORDS, AUTH_VALIDATIONS, CONNECTIONS_EVICTED,
+    CONNECTIONS_OPEN, INTROSPECTION_CACHE, INTROSPECTION_REQUESTS, JSONRPC_ERRORS, JWKS_REFRESHES, LIST_CHANGED_FANOUT, LIST_CHANGED_SENT,
+    MCP_REQUESTS, RATE_LIMIT_REJECTIONS, SSE_STREAMS_OPEN, TOOL_CALL_DURATION, TOOL_CALLS,
 };
-use crate::audit::Outcome;
-use crate::auth::bearer::Refusal;
-use crate::limits::Reason;
 use crate::protocol::jsonrpc::code;
 
 /// A handle resolved on first use at this call site: `once!(counter!(NAME, "k" => "v"))`.
@@ -113,18 +110,16 @@ pub fn jsonrpc_error(error_code: i32) {
 
 // ===== tools =====
 
-/// Every outcome, in [`outcome_index`] order.
-const OUTCOMES: [Outcome; 8] = Outcome::ALL;
-
-/// `Outcome::ALL` is in declaration order, so the discriminant is the index.
-fn outcome_index(outcome: Outcome) -> usize {
-    outcome as usize
-}
+/// The `outcome` labels of a tool call, in the order the audit log's `Outcome` declares them:
+/// a call is recorded by its outcome's index (`outcome as usize`), so the label is looked up
+/// by nothing and no domain type is named here.
+pub const TOOL_OUTCOMES: [&str; 8] =
+    ["ok", "tool_error", "timeout", "cancelled", "denied", "rate_limited", "invalid_input", "internal_error"];
 
 /// The handles of one tool: a counter per outcome (all registered at once, so every outcome
 /// has a series from the first call and rates over them never miss a zero) and the duration.
 pub struct ToolMetrics {
-    calls: [Counter; OUTCOMES.len()],
+    calls: [Counter; TOOL_OUTCOMES.len()],
     duration: Histogram,
 }
 
@@ -139,7 +134,7 @@ impl ToolMetrics {
     pub fn new(tool: &str) -> Self {
         let tool = SharedString::from(Arc::<str>::from(tool));
         Self {
-            calls: OUTCOMES.map(|o| metrics::counter!(TOOL_CALLS, "tool" => tool.clone(), "outcome" => o.as_str())),
+            calls: TOOL_OUTCOMES.map(|o| metrics::counter!(TOOL_CALLS, "tool" => tool.clone(), "outcome" => o)),
             duration: metrics::histogram!(TOOL_CALL_DURATION, "tool" => tool),
         }
     }
@@ -150,8 +145,11 @@ impl ToolMetrics {
         UNKNOWN.get_or_init(|| Self::new("unknown"))
     }
 
-    pub fn record(&self, outcome: Outcome, elapsed: Duration) {
-        self.calls[outcome_index(outcome)].increment(1);
+    /// One call; `outcome` indexes [`TOOL_OUTCOMES`] (an out-of-range index counts nowhere).
+    pub fn record(&self, outcome: usize, elapsed: Duration) {
+        if let Some(calls) = self.calls.get(outcome) {
+            calls.increment(1);
+        }
         self.duration.record(elapsed.as_secs_f64());
     }
 }
@@ -228,43 +226,10 @@ pub fn auth_ok() {
     once!(counter!(AUTH_VALIDATIONS, "result" => "ok", "reason" => "")).increment(1);
 }
 
-/// A request refused by the bearer gate.
-pub fn auth_refused(refusal: &Refusal) {
-    let reason = match refusal {
-        Refusal::Missing => "missing_token",
-        Refusal::Malformed(_) => "malformed_header",
-        Refusal::Invalid(why) => token_rejection_reason(why),
-        Refusal::InsufficientScope(_) => "insufficient_scope",
-        Refusal::Unavailable => "verifier_unavailable",
-    };
+/// A request refused by the bearer gate; `reason` is one of a fixed set the auth module names
+/// (`missing_token`, `expired`, `wrong_audience`, ...), never free text.
+pub fn auth_refused(reason: &'static str) {
     metrics::counter!(AUTH_VALIDATIONS, "result" => "rejected", "reason" => reason).increment(1);
-}
-
-/// Why a token was invalid, from the fixed descriptions of `auth::jwt` and
-/// `auth::introspection` (`TokenError::Invalid`); first match wins, "invalid_token" otherwise.
-fn token_rejection_reason(why: &str) -> &'static str {
-    // Order matters: several descriptions mention the issuer or the algorithm in passing.
-    const RULES: [(&str, &str); 18] = [
-        ("lacks", "missing_claim"),
-        ("expired", "expired"),
-        ("not valid yet", "not_yet_valid"),
-        ("in the future", "not_yet_valid"),
-        ("audience", "wrong_audience"),
-        ("not active", "introspection_inactive"),
-        ("no signing key", "unknown_key"),
-        ("several issuer keys", "unknown_key"),
-        ("signature", "bad_signature"),
-        ("cannot verify", "bad_signature"),
-        ("alg", "bad_algorithm"),
-        ("issuer is not a string", "malformed_token"),
-        ("issuer", "unknown_issuer"),
-        ("subject", "invalid_subject"),
-        ("malformed", "malformed_token"),
-        ("too large", "malformed_token"),
-        ("(JWE)", "malformed_token"),
-        ("critical", "malformed_token"),
-    ];
-    RULES.iter().find(|(needle, _)| why.contains(needle)).map_or("invalid_token", |(_, reason)| reason)
 }
 
 /// One fetch of an issuer's JWKS.
@@ -303,17 +268,33 @@ pub fn introspection_cache(hit: bool) {
 
 // ===== limits =====
 
-/// A request refused by a rate limit.
-pub fn rate_limited(reason: Reason) {
-    static HANDLES: [OnceLock<Counter>; 5] = [const { OnceLock::new() }; 5];
-    let i = match reason {
-        Reason::Client => 0,
-        Reason::Tool => 1,
-        Reason::Global => 2,
-        Reason::AuthFailures => 3,
-        Reason::BackendUnavailable => 4,
-    };
-    HANDLES[i].get_or_init(|| metrics::counter!(RATE_LIMIT_REJECTIONS, "reason" => reason.as_str())).increment(1);
+/// The `limit` values of a refusal (`data.limit` on the wire).
+const LIMITS: [&str; 7] = ["client", "tool", "global", "auth_failures", "backend_unavailable", "sessions", "streams"];
+
+/// A request refused by a rate limit or a cap; `limit` is one of [`LIMITS`] (others count as
+/// "other").
+pub fn rate_limited(limit: &str) {
+    static HANDLES: [OnceLock<Counter>; LIMITS.len() + 1] = [const { OnceLock::new() }; LIMITS.len() + 1];
+    let i = LIMITS.iter().position(|l| *l == limit).unwrap_or(LIMITS.len());
+    let label = LIMITS.get(i).copied().unwrap_or("other");
+    HANDLES[i].get_or_init(|| metrics::counter!(RATE_LIMIT_REJECTIONS, "reason" => label)).increment(1);
+}
+
+// ===== connections =====
+
+/// The public listener's open connections.
+pub fn connections_open(open: usize) {
+    once!(gauge!(CONNECTIONS_OPEN)).set(open as f64);
+}
+
+/// An idle connection closed to make room at the connection cap.
+pub fn connection_evicted() {
+    once!(counter!(CONNECTIONS_EVICTED)).increment(1);
+}
+
+/// A failed accept on the public listener.
+pub fn accept_error() {
+    once!(counter!(ACCEPT_ERRORS)).increment(1);
 }
 
 // ===== audit =====
@@ -336,48 +317,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn token_descriptions_map_to_bounded_reasons() {
-        let cases = [
-            ("token has expired", "expired"),
-            ("token is expired", "expired"),
-            ("token audience does not include this resource", "wrong_audience"),
-            ("token audience does not include this server", "wrong_audience"),
-            ("token issuer is not trusted", "unknown_issuer"),
-            ("token issuer is not trusted here", "unknown_issuer"),
-            ("token issuer mismatch", "unknown_issuer"),
-            ("token is not active", "introspection_inactive"),
-            ("no signing key of the issuer matches the token's kid and alg", "unknown_key"),
-            ("token names no kid and several issuer keys fit", "unknown_key"),
-            ("signature does not verify", "bad_signature"),
-            ("the issuer's key cannot verify this token", "bad_signature"),
-            ("signing algorithm not allowed for this issuer", "bad_algorithm"),
-            ("unsigned tokens (alg none) are not accepted", "bad_algorithm"),
-            ("token lacks the required claim iss", "missing_claim"),
-            ("token lacks the required claim exp", "missing_claim"),
-            ("token is not valid yet (nbf)", "not_yet_valid"),
-            ("token is issued in the future (iat)", "not_yet_valid"),
-            ("malformed token header", "malformed_token"),
-            ("malformed token: not a JWS compact serialization", "malformed_token"),
-            ("token issuer is not a string", "malformed_token"),
-            ("token too large", "malformed_token"),
-            ("encrypted tokens (JWE) are not accepted", "malformed_token"),
-            ("token header has critical extensions", "malformed_token"),
-            ("token subject is empty or has control characters", "invalid_subject"),
-            ("token has no usable subject", "invalid_subject"),
-            ("signing algorithm does not fit the key", "bad_algorithm"),
-            ("token header has no alg", "bad_algorithm"),
-            ("token rejected", "invalid_token"),
-        ];
-        for (why, reason) in cases {
-            assert_eq!(token_rejection_reason(why), reason, "{why}");
-        }
-    }
-
-    #[test]
     fn unknown_methods_and_codes_share_one_label() {
         assert_eq!(MCP_METHODS.iter().position(|m| *m == "tools/call"), Some(4));
         assert!(!MCP_METHODS.contains(&"other"));
         assert!(ERROR_CODES.iter().all(|(c, l)| c.to_string() == *l));
-        assert_eq!(OUTCOMES.iter().map(|o| outcome_index(*o)).collect::<Vec<_>>(), (0..OUTCOMES.len()).collect::<Vec<_>>());
     }
 }

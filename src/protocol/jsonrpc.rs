@@ -226,11 +226,22 @@ pub fn result_string(id: &RequestId, result: &Value) -> String {
     })
 }
 
+/// Called with the code of every error response built: the metrics layer installs its counter
+/// here ([`on_error`]), so the wire vocabulary depends on nothing above it.
+static ERROR_HOOK: std::sync::OnceLock<fn(i32)> = std::sync::OnceLock::new();
+
+/// Installs the function told of every error response (once; later calls are ignored).
+pub fn on_error(hook: fn(i32)) {
+    let _ = ERROR_HOOK.set(hook);
+}
+
 /// Serializes an error response. `id` is omitted when unknown (J-06), never `null`.
 ///
 /// Every error response the server sends is built here, so this is where they are counted.
 pub fn error_message(id: Option<&RequestId>, error: &RpcError) -> Value {
-    crate::metrics::record::jsonrpc_error(error.code);
+    if let Some(hook) = ERROR_HOOK.get() {
+        hook(error.code);
+    }
     match id {
         Some(id) => serde_json::json!({ "jsonrpc": "2.0", "id": id, "error": error }),
         None => serde_json::json!({ "jsonrpc": "2.0", "error": error }),

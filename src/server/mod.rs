@@ -28,7 +28,7 @@ pub struct RequestCtx {
     pub version: ProtocolVersion,
     pub session: Option<Arc<Session>>,
     /// Who is calling; `None` when auth is off.
-    pub principal: Option<Arc<crate::auth::principal::Principal>>,
+    pub principal: Option<Arc<crate::principal::Principal>>,
     pub caps: ClientCaps,
     /// Threshold for log notifications; `None` sends none.
     pub log_level: Option<Arc<AtomicU8>>,

@@ -59,8 +59,8 @@ impl McpServer {
         span.record("outcome", report.outcome.as_str());
         let elapsed = started.elapsed();
         match report.tool.as_deref() {
-            Some(tool) => tool.metrics().record(report.outcome, elapsed),
-            None => crate::metrics::ToolMetrics::unknown().record(report.outcome, elapsed),
+            Some(tool) => tool.metrics().record(report.outcome as usize, elapsed),
+            None => crate::metrics::ToolMetrics::unknown().record(report.outcome as usize, elapsed),
         }
         if let Some(audit) = &ctx.audit {
             let name = params.get("name").and_then(Value::as_str).unwrap_or("");

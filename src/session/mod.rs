@@ -85,6 +85,9 @@ pub struct Session {
     sync: Option<SessionSync>,
     /// See [`Links::tag`].
     tag: u32,
+    /// The session's slot under its client's cap (`sessions.max_per_client`), given back when
+    /// the session ends.
+    permit: Mutex<Option<crate::limits::Permit>>,
 }
 
 /// A session's link to the other replicas (see [`shared`]).
@@ -146,7 +149,14 @@ impl Session {
             tag,
             owner,
             sync,
+            permit: Mutex::new(None),
         }
+    }
+
+    /// Holds `permit` (the session's slot under its client's cap) until the session ends.
+    pub fn holding(self: Arc<Self>, permit: Option<crate::limits::Permit>) -> Arc<Self> {
+        *self.permit.lock() = permit;
+        self
     }
 
     /// Whether `principal_key` (`None` when auth is off) may use this session. A session
@@ -309,7 +319,7 @@ impl Session {
     /// Returns whether a live connection took it.
     pub fn deliver_unsolicited(&self, json: &str) -> bool {
         if let Some(out) = &self.legacy_out {
-            return out.try_send(crate::transport::sse::message_event(None, json)).is_ok();
+            return out.try_send(crate::protocol::sse::message_event(None, json)).is_ok();
         }
         let get = self.streams.lock().get.clone();
         get.is_some_and(|stream| stream.push(json, false))
@@ -334,6 +344,7 @@ impl Session {
 
     /// Ends the session: in-flight work is cancelled and its streams close.
     pub fn close(&self) {
+        self.permit.lock().take();
         self.closed.cancel();
         self.notifications_closed.cancel();
         for (_, token) in self.in_flight.lock().drain() {

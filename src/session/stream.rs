@@ -12,7 +12,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use crate::transport::sse;
+use crate::protocol::sse;
 
 /// Why a `Last-Event-ID` cannot be honoured.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

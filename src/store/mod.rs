@@ -6,8 +6,6 @@
 //! the same file names, are embedded in the binary, and run in [`Store::connect`] (and by
 //! `toolgate migrate`).
 
-mod settings;
-
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
@@ -16,7 +14,7 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
-pub use settings::{BackendKind, DEFAULT_SQLITE_FILE, StorageSettings};
+pub use crate::config::storage::{BackendKind, DEFAULT_SQLITE_FILE, StorageSettings};
 
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");

@@ -6,7 +6,7 @@
 
 use std::task::{Context, Poll};
 
-use axum::http::Request;
+use http::Request;
 use tracing::Span;
 use tracing::field::{Empty, display};
 use tracing::instrument::{Instrument as _, Instrumented};

@@ -149,7 +149,7 @@ pub(crate) struct ContextParts {
     pub caps: ClientCaps,
     pub version: ProtocolVersion,
     pub mrtr: Option<Arc<Mrtr>>,
-    pub principal: Option<Arc<crate::auth::principal::Principal>>,
+    pub principal: Option<Arc<crate::principal::Principal>>,
 }
 
 /// The handle a tool handler works with.
@@ -201,7 +201,7 @@ impl ToolContext {
     }
 
     /// Who is calling (issuer, subject, client id, scopes); `None` when auth is off.
-    pub fn principal(&self) -> Option<&crate::auth::principal::Principal> {
+    pub fn principal(&self) -> Option<&crate::principal::Principal> {
         self.parts.principal.as_deref()
     }
 

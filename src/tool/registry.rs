@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::{Origin, Tool, schema};
 use crate::bus::{Change, EventBus};
-use crate::catalog::cursor;
+use crate::protocol::cursor;
 
 /// Longest tool name accepted; the spec allows 128 but the conformance suite checks 64.
 const MAX_NAME_LEN: usize = 64;

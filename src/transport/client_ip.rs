@@ -8,7 +8,8 @@
 
 use std::net::IpAddr;
 
-use axum::http::HeaderMap;
+use axum::extract::ConnectInfo;
+use axum::http::{Extensions, HeaderMap};
 use ipnet::IpNet;
 
 /// The proxies whose `X-Forwarded-For` is believed.
@@ -44,6 +45,12 @@ impl TrustedProxies {
     }
 
     /// The client's address for a request from `peer` with `headers`.
+    /// The client of a request: its connection's peer (`ConnectInfo`), or whom a trusted
+    /// proxy says it forwarded for. `None` without connection info (in-process tests).
+    pub fn client_of(&self, extensions: &Extensions, headers: &HeaderMap) -> Option<IpAddr> {
+        extensions.get::<ConnectInfo<std::net::SocketAddr>>().map(|c| self.client(c.0.ip(), headers))
+    }
+
     pub fn client(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
         if self.0.is_empty() || !self.trusts(peer) {
             return peer;

@@ -91,7 +91,7 @@ impl ClientChannel for FrameChannel {
 pub struct Spec {
     pub version: ProtocolVersion,
     pub session: Option<Arc<Session>>,
-    pub principal: Option<Arc<crate::auth::principal::Principal>>,
+    pub principal: Option<Arc<crate::principal::Principal>>,
     pub caps: ClientCaps,
     pub log_level: Option<Arc<AtomicU8>>,
     pub cancel: CancellationToken,

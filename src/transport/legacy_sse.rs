@@ -5,20 +5,20 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Query, State};
-use axum::http::{HeaderMap, Response, StatusCode};
+use axum::extract::State;
+use axum::http::{HeaderMap, Response, StatusCode, Uri};
 use bytes::Bytes;
-use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use super::exchange::Frame;
-use super::{headers, sse, streamable};
-use crate::app::AppState;
-use crate::auth::principal::Principal;
+use super::state::McpState;
+use super::{headers, refusal, sse, streamable};
+use crate::admission::{Caller, Refused};
+use crate::limits::Held;
+use crate::principal::Principal;
 use crate::protocol::ProtocolVersion;
 use crate::protocol::jsonrpc::{self, Incoming, RpcError, code};
 use crate::session::{Session, SessionKind, SessionStore};
-use axum::Extension;
 use tracing::Instrument as _;
 
 /// Ends the session when its SSE connection goes away.
@@ -40,47 +40,52 @@ impl Drop for SessionGuard {
     }
 }
 
-/// `GET /sse`.
-pub async fn open(State(app): State<AppState>, principal: Option<Extension<Arc<Principal>>>) -> Response<Body> {
+/// `GET /sse`: admitted as a stream of its client, and as a session under its cap.
+pub async fn open(State(app): State<McpState>, caller: Caller) -> Response<Body> {
+    let stream_permit = match app.admission.stream(&caller, Held::SseStream).await {
+        Ok(permit) => permit,
+        Err(refused) => return refusal::http(&app, &refused, None),
+    };
+    let session_permit = match app.admission.hold(&caller, Held::Session) {
+        Ok(permit) => permit,
+        Err(refused) => return refusal::http(&app, &refused, None),
+    };
     let (tx, rx) = mpsc::channel::<Bytes>(app.settings.sse.stream_buffer);
-    let owner = principal.map(|Extension(p)| Arc::<str>::from(p.key()));
+    let owner = caller.principal.as_deref().map(|p| Arc::<str>::from(p.key()));
     let session = match app.sessions.create(SessionKind::LegacySse, ProtocolVersion::V2024_11_05, Some(tx), owner) {
-        Ok(s) => s,
+        Ok(s) => s.holding(session_permit),
         Err(_) => return headers::transport_error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable: too many sessions; retry later"),
     };
     let endpoint = format!("/messages?sessionId={}", session.id);
+    let guard = SessionGuard { store: app.sessions.clone(), id: session.id.clone() };
     let options = sse::BodyOptions {
         preamble: vec![sse::endpoint_event(&endpoint)],
         on_close: None,
-        guard: Some(Box::new(SessionGuard { store: app.sessions.clone(), id: session.id.clone() })),
+        guard: Some(sse::guard((guard, stream_permit))),
         kind: Some(crate::metrics::SseKind::LegacySse),
     };
     sse::response(sse::body(rx, app.settings.keep_alive(), session.notifications_closed.clone(), options))
 }
 
-#[derive(Debug, Deserialize)]
-pub struct SessionQuery {
-    #[serde(rename = "sessionId")]
-    session_id: Option<String>,
+/// The `sessionId` of `/messages?sessionId=…`: exactly one, or why not.
+fn session_id(query: Option<&str>) -> Result<String, &'static str> {
+    let mut found = None;
+    for (name, value) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        if name == "sessionId" && found.replace(value.into_owned()).is_some() {
+            return Err("the sessionId query parameter is given more than once; send it once");
+        }
+    }
+    found.filter(|id| !id.is_empty()).ok_or("the sessionId query parameter is required")
 }
 
-/// `POST /messages?sessionId=…`.
-#[allow(clippy::too_many_arguments)]
-pub async fn message(
-    State(app): State<AppState>,
-    principal: Option<Extension<Arc<Principal>>>,
-    peer: Option<Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
-    trace: Option<Extension<crate::telemetry::TraceContext>>,
-    Query(query): Query<SessionQuery>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response<Body> {
-    let principal = principal.map(|Extension(p)| p);
-    let key = principal.as_deref().map(Principal::key);
-    let caller = streamable::Caller::new(principal.clone(), &headers, app.client_ip(peer.map(|Extension(c)| c.0.ip()), &headers), trace);
-    let Some(id) = query.session_id else {
-        return headers::transport_error(StatusCode::BAD_REQUEST, "Bad Request: the sessionId query parameter is required");
+/// `POST /messages?sessionId=…`: admitted here, on the replica that received it, then
+/// dispatched where the session's SSE connection is.
+pub async fn message(State(app): State<McpState>, mut caller: Caller, uri: Uri, headers: HeaderMap, body: Body) -> Response<Body> {
+    let id = match session_id(uri.query()) {
+        Ok(id) => id,
+        Err(why) => return headers::transport_error(StatusCode::BAD_REQUEST, format!("Bad Request: {why}")),
     };
+    let key = caller.principal.as_deref().map(Principal::key);
     let local = app.sessions.get(&id).filter(|s| s.kind == SessionKind::LegacySse && s.is_owned_by(key.as_deref()));
     // With several replicas the session's SSE connection may be held by another replica: this
     // transport's answers can only travel there, so the message is forwarded to it.
@@ -97,7 +102,7 @@ pub async fn message(
             "Unsupported Media Type: Content-Type must be application/json",
         );
     }
-    let value = match streamable::read_json(body, app.settings.server.max_body_bytes).await {
+    let value = match streamable::read_json(&app, body).await {
         Ok(v) => v,
         Err(response) => return response,
     };
@@ -105,18 +110,28 @@ pub async fn message(
         Ok(m) => m,
         Err(bad) => return headers::error(StatusCode::BAD_REQUEST, bad.id.as_ref(), &bad.error),
     };
+    // The JSON-RPC request's span: admission and the request's own task run in it.
+    let span = caller.message_span(&message);
     if let Incoming::Request(req) = &message {
         crate::metrics::record::mcp_request(&req.method, crate::metrics::McpEra::Sse2024);
-        if let Some(refusal) = streamable::method_refusal(&app, principal.as_deref(), &req.method) {
-            return refusal;
+    }
+    if let Err(refused) = app.admission.message(&caller, &message).instrument(span.clone()).await {
+        match (&refused, &local, &message) {
+            // Responses of this transport travel on the open SSE stream, so a rate-limit
+            // refusal does too, as a JSON-RPC error with the retry hint; the POST is accepted.
+            (Refused::Limited(_), Some(session), Incoming::Request(req)) => {
+                send(session, refusal::jsonrpc(&refused, Some(&req.id)).to_string()).await;
+                return headers::accepted();
+            }
+            _ => return refusal::http(&app, &refused, None),
         }
     }
     match local {
-        Some(session) => dispatch(&app, session, message, caller).await,
+        Some(session) => dispatch(&app, session, message, caller).instrument(span).await,
         None => app.sessions.publish(crate::cluster::ClusterEvent::LegacyMessage {
             session: id,
             message: value,
-            principal: principal.as_deref().cloned(),
+            principal: caller.principal.as_deref().cloned(),
             ip: caller.ip,
             request_id: caller.request_id.as_deref().map(str::to_owned),
         }),
@@ -126,7 +141,7 @@ pub async fn message(
 
 /// A `/messages` POST that another replica received for a session held here.
 pub(crate) async fn forwarded(
-    app: &AppState,
+    app: &McpState,
     id: &str,
     value: serde_json::Value,
     principal: Option<Principal>,
@@ -139,22 +154,14 @@ pub(crate) async fn forwarded(
         return;
     };
     let Ok(message) = Incoming::from_value(value) else { return };
-    let caller = streamable::Caller { principal, request_id: request_id.map(Arc::from), ip, trace: None };
-    dispatch(app, session, message, caller).await;
+    // Admitted by the replica that received it.
+    let mut caller = Caller { principal, request_id: request_id.map(Arc::from), ip, trace: None };
+    let span = caller.message_span(&message);
+    dispatch(app, session, message, caller).instrument(span).await;
 }
 
-/// Rate limits, then the message itself; every answer goes on the session's SSE connection.
-async fn dispatch(app: &AppState, session: Arc<Session>, message: Incoming, mut caller: streamable::Caller) {
-    // The JSON-RPC request's span: the limits and the request's own task run in it.
-    let span = caller.message_span(&message);
-    if let Incoming::Request(req) = &message {
-        // Responses of this transport travel on the open SSE stream, so a rate-limit refusal
-        // does too, as a JSON-RPC error with the retry hint; the POST itself is accepted.
-        if let Some(rejection) = streamable::rate_limited(app, &caller, req).instrument(span.clone()).await {
-            send(&session, rejection.jsonrpc_message(Some(&req.id)).to_string()).await;
-            return;
-        }
-    }
+/// An admitted message; every answer goes on the session's SSE connection.
+async fn dispatch(app: &McpState, session: Arc<Session>, message: Incoming, caller: Caller) {
     session.touch();
     match message {
         Incoming::Notification(n) => streamable::on_notification(app, &session, &n),
@@ -173,7 +180,7 @@ async fn dispatch(app: &AppState, session: Arc<Session>, message: Incoming, mut 
             send(&session, reply.to_string()).await;
         }
         Incoming::Request(req) => {
-            let mut rx = span.in_scope(|| streamable::start_on_session(app, &session, req, &caller));
+            let mut rx = streamable::start_on_session(app, &session, req, &caller);
             tokio::spawn(async move {
                 while let Some(frame) = rx.recv().await {
                     let json = match frame {

@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::exchange::{self, Answer, Spec};
 use super::listen::Filter;
+use super::state::McpState;
 use super::{headers, sse};
-use crate::app::AppState;
 use crate::protocol::jsonrpc::{self, Incoming, Request, RpcError, code};
 use crate::protocol::{Era, ProtocolVersion};
 use crate::tool::{ClientCaps, LogLevel};
@@ -49,7 +49,7 @@ pub fn status_of(code: i32) -> StatusCode {
     }
 }
 
-pub(crate) async fn post(app: &AppState, headers: &HeaderMap, message: Incoming, caller: super::streamable::Caller) -> Response<Body> {
+pub(crate) async fn post(app: &McpState, headers: &HeaderMap, message: Incoming, caller: crate::admission::Caller) -> Response<Body> {
     let req = match message {
         // Modern clients send no session notifications that need work; accept and drop.
         Incoming::Notification(_) => return headers::accepted(),
@@ -66,7 +66,7 @@ pub(crate) async fn post(app: &AppState, headers: &HeaderMap, message: Incoming,
         Err((status, error)) => return headers::error(status, Some(&req.id), &error),
     };
     if req.method == "subscriptions/listen" {
-        return listen(app, &req);
+        return listen(app, &req, &caller);
     }
     let cancel = CancellationToken::new();
     let rx = exchange::start(
@@ -198,7 +198,7 @@ fn validate(headers: &HeaderMap, req: &Request) -> Result<Checked, Refusal> {
 /// SEP-2243: a tool argument whose schema names an `x-mcp-header` must be mirrored in an
 /// `Mcp-Param-<name>` header with the same value, so intermediaries can route on it without
 /// parsing the body. Missing, undecodable or different: 400 + -32020.
-fn check_param_headers(app: &AppState, headers: &HeaderMap, req: &Request) -> Result<(), Refusal> {
+fn check_param_headers(app: &McpState, headers: &HeaderMap, req: &Request) -> Result<(), Refusal> {
     if req.method != "tools/call" {
         return Ok(());
     }
@@ -244,11 +244,16 @@ fn decode_header_value(raw: &str) -> Option<String> {
 }
 
 /// `subscriptions/listen`: acknowledges at once, then carries the requested change
-/// notifications until the client closes it or the server shuts down.
-fn listen(app: &AppState, req: &Request) -> Response<Body> {
+/// notifications until the client closes it or the server shuts down. The request was admitted
+/// as a message; the stream also takes a slot under the client's cap.
+fn listen(app: &McpState, req: &Request, caller: &crate::admission::Caller) -> Response<Body> {
     let Some(notifications) = req.params.get("notifications").and_then(Value::as_object) else {
         let e = RpcError::invalid_params("subscriptions/listen needs a \"notifications\" object naming what to listen for");
         return headers::error(StatusCode::OK, Some(&req.id), &e);
+    };
+    let permit = match app.admission.hold(caller, crate::limits::Held::ListenStream) {
+        Ok(permit) => permit,
+        Err(refused) => return super::refusal::http(app, &refused, Some(&req.id)),
     };
     let server = &app.server;
     let filter = Filter::parse(notifications, !server.prompts.is_empty(), !server.resources.is_empty());
@@ -264,7 +269,7 @@ fn listen(app: &AppState, req: &Request) -> Response<Body> {
     let options = sse::BodyOptions {
         preamble: vec![sse::message_event(None, &ack.to_string())],
         on_close: Some(sse::message_event(None, &closing.to_string())),
-        guard: Some(Box::new(guard)),
+        guard: Some(sse::guard((guard, permit))),
         kind: Some(crate::metrics::SseKind::Listen),
     };
     sse::response(sse::body(rx, app.settings.keep_alive(), app.shutdown.clone(), options))

@@ -1,4 +1,4 @@
-//! Server-Sent Events framing and the streaming response body: keep-alive comments, an end
+//! The Server-Sent Events response body (the framing is [`crate::protocol::sse`]): keep-alive comments, an end
 //! on shutdown (with a last frame such as a `retry` hint), and an optional guard that
 //! cancels work when the client goes away.
 
@@ -7,42 +7,12 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderValue, Response, StatusCode, header};
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, interval_at};
 use tokio_util::sync::CancellationToken;
 
-/// Comment line that keeps idle proxies from closing the connection.
-pub const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
-
-/// A `message` event with compact JSON on one `data:` line (T-28).
-pub fn message_event(id: Option<&str>, json: &str) -> Bytes {
-    let mut b = BytesMut::with_capacity(json.len() + 40);
-    if let Some(id) = id {
-        b.put_slice(b"id: ");
-        b.put_slice(id.as_bytes());
-        b.put_u8(b'\n');
-    }
-    b.put_slice(b"event: message\ndata: ");
-    b.put_slice(json.as_bytes());
-    b.put_slice(b"\n\n");
-    b.freeze()
-}
-
-/// The priming event of 2025-11-25: an id, a reconnection delay, and empty data (T-20, T-22).
-pub fn priming_event(id: &str, retry_ms: u64) -> Bytes {
-    Bytes::from(format!("id: {id}\nretry: {retry_ms}\ndata: \n\n"))
-}
-
-/// A bare `retry` field: sent before the server closes a stream it expects to be resumed.
-pub fn retry_hint(retry_ms: u64) -> Bytes {
-    Bytes::from(format!("retry: {retry_ms}\n\n"))
-}
-
-/// The first event of the 2024-11-05 transport: where to POST messages.
-pub fn endpoint_event(uri: &str) -> Bytes {
-    Bytes::from(format!("event: endpoint\ndata: {uri}\n\n"))
-}
+pub use crate::protocol::sse::{KEEP_ALIVE, endpoint_event, message_event, priming_event, retry_hint};
 
 /// How an SSE body ends besides its channel closing.
 #[derive(Default)]
@@ -56,6 +26,11 @@ pub struct BodyOptions {
     pub guard: Option<Box<dyn std::any::Any + Send + Sync>>,
     /// Counts the stream in `toolgate_sse_streams_open{kind}` while the body lives.
     pub kind: Option<crate::metrics::SseKind>,
+}
+
+/// Boxes what a stream holds until it ends (a cap permit, a listener registration).
+pub fn guard(held: impl std::any::Any + Send + Sync) -> Box<dyn std::any::Any + Send + Sync> {
+    Box::new(held)
 }
 
 struct State {

@@ -11,65 +11,21 @@ use serde_json::Value;
 
 use super::exchange::{self, Answer, Frame, Spec};
 use super::headers::Rejection;
-use super::{headers, modern, sse};
-use crate::app::AppState;
-use crate::auth::principal::Principal;
-use crate::limits::ClientKey;
+use super::state::McpState;
+use super::{headers, modern, refusal, sse};
+use crate::admission::Caller;
+use crate::limits::Held;
 use crate::metrics::McpEra;
+use crate::principal::Principal;
 use crate::protocol::jsonrpc::{self, Incoming, Notification, Request, RequestId, RpcError, code};
 use crate::protocol::{Era, ProtocolVersion};
 use crate::session::{ClientInfo, Session, SessionKind, parse_event_id};
-use crate::telemetry::TraceContext;
 use crate::tool::ClientCaps;
-use axum::Extension;
-use axum::extract::ConnectInfo;
 use axum::response::IntoResponse as _;
-use std::net::{IpAddr, SocketAddr};
 use tracing::Instrument as _;
 
-/// Who sent a request, as far as the transport knows: for authorization, limits and audit.
-#[derive(Clone, Default)]
-pub(crate) struct Caller {
-    pub principal: Option<Arc<Principal>>,
-    pub request_id: Option<Arc<str>>,
-    pub ip: Option<IpAddr>,
-    /// The trace: the HTTP request's, replaced by `_meta.traceparent` once the body is read.
-    pub trace: Option<TraceContext>,
-}
-
-impl Caller {
-    pub(crate) fn new(
-        principal: Option<Arc<Principal>>,
-        headers: &HeaderMap,
-        ip: Option<IpAddr>,
-        trace: Option<Extension<TraceContext>>,
-    ) -> Self {
-        let request_id = headers::get(headers, &axum::http::HeaderName::from_static("x-request-id")).map(Arc::from);
-        Self { principal, request_id, ip, trace: trace.map(|Extension(t)| t) }
-    }
-
-    /// The span a JSON-RPC message is handled in: for a request, an `mcp` span whose trace is
-    /// `_meta.traceparent`'s when it names one (which then becomes the caller's trace).
-    pub(crate) fn message_span(&mut self, message: &Incoming) -> tracing::Span {
-        let Incoming::Request(req) = message else { return tracing::Span::none() };
-        let (span, trace) = crate::telemetry::mcp_span(&req.method, &req.params, self.trace);
-        self.trace = trace;
-        span
-    }
-}
-
-/// POST: content checks, body parsing, then the era decides who answers.
-pub async fn post(
-    State(app): State<AppState>,
-    principal: Option<Extension<Arc<Principal>>>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
-    trace: Option<Extension<TraceContext>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response<Body> {
-    let principal = principal.map(|Extension(p)| p);
-    let ip = app.client_ip(peer.map(|Extension(ConnectInfo(a))| a.ip()), &headers);
-    let mut caller = Caller::new(principal.clone(), &headers, ip, trace);
+/// POST: content checks, body parsing, admission, then the era decides who answers.
+pub async fn post(State(app): State<McpState>, mut caller: Caller, headers: HeaderMap, body: Body) -> Response<Body> {
     if !headers::is_json_body(&headers) {
         return headers::transport_error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -83,7 +39,7 @@ pub async fn post(
             "Not Acceptable: Accept must list both application/json and text/event-stream",
         );
     }
-    let value = match read_json(body, app.settings.server.max_body_bytes).await {
+    let value = match read_json(&app, body).await {
         Ok(value) => value,
         Err(rejection) => return rejection.into_response(),
     };
@@ -99,17 +55,9 @@ pub async fn post(
     let span = caller.message_span(&message);
     if let Incoming::Request(req) = &message {
         crate::metrics::record::mcp_request(&req.method, if modern { McpEra::Modern } else { McpEra::Legacy });
-        if let Some(refusal) = method_refusal(&app, principal.as_deref(), &req.method) {
-            if let Some(audit) = &app.audit {
-                let record = crate::audit::AuditRecord::new(crate::audit::EventKind::AuthzDenied, crate::audit::Outcome::Denied)
-                    .with_detail(format!("insufficient scope for {}", req.method));
-                spawn_record(audit, caller.stamp(record));
-            }
-            return refusal;
-        }
-        if let Some(rejection) = rate_limited(&app, &caller, req).instrument(span.clone()).await {
-            return rejection.http_response(Some(&req.id));
-        }
+    }
+    if let Err(refused) = app.admission.message(&caller, &message).instrument(span.clone()).await {
+        return refusal::http(&app, &refused, message_id(&message));
     }
     if modern {
         return modern::post(&app, &headers, message, caller).instrument(span).await;
@@ -117,71 +65,36 @@ pub async fn post(
     legacy(&app, &headers, message, &caller).instrument(span).await
 }
 
-/// Scopes per method class, decided at the HTTP layer once the method is known: the 403
-/// `insufficient_scope` answer (with the gate's challenge) when the caller lacks them.
-pub(crate) fn method_refusal(app: &AppState, principal: Option<&Principal>, method: &str) -> Option<Response<Body>> {
-    let (Some(auth), Some(principal)) = (&app.auth, principal) else { return None };
-    auth.check_method(principal, method).err().map(|refusal| auth.refuse(&refusal))
+/// The id a refusal answers: a request's (a notification has none).
+fn message_id(message: &Incoming) -> Option<&RequestId> {
+    match message {
+        Incoming::Request(req) => Some(&req.id),
+        Incoming::Response(r) => Some(&r.id),
+        Incoming::Notification(_) => None,
+    }
 }
 
-/// The rate limits a request runs into, if any: the client's (the principal, or the address
-/// without auth, never the session) and, for `tools/call`, the tool's. Async for the
-/// cluster-wide limiter's round trip; with the local one the check is `Ready` and this never
-/// suspends.
-pub(crate) async fn rate_limited(app: &AppState, caller: &Caller, req: &Request) -> Option<crate::limits::Rejection> {
-    let limiter = app.limiter.as_ref()?;
-    let span = tracing::info_span!("rate_limit", limited = tracing::field::Empty);
-    let key = match (caller.principal.as_deref(), caller.ip) {
-        (Some(p), _) => ClientKey::from_principal(p),
-        (None, Some(ip)) => ClientKey::from_ip(ip),
-        (None, None) => return None,
+/// Reads the body within the size limit and the read timeout, and parses it as JSON; the
+/// error is the HTTP answer.
+pub(crate) async fn read_json(app: &McpState, body: Body) -> Result<Value, Response<Body>> {
+    let limit = app.settings.server.max_body_bytes;
+    let timeout = app.settings.body_read_timeout();
+    let read = match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(read) => read,
+        Err(_) => {
+            return Err(headers::transport_error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("Request Timeout: the body did not arrive within {} ms (server.body_read_timeout_ms)", timeout.as_millis()),
+            ));
+        }
     };
-    let tool = req.params.get("name").and_then(Value::as_str).filter(|_| req.method == "tools/call");
-    let rejection = limiter.check(&key, tool).instrument(span.clone()).await.err()?;
-    crate::metrics::record::rate_limited(rejection.reason);
-    span.record("limited", rejection.reason.as_str());
-    if let Some(audit) = &app.audit {
-        let mut record = crate::audit::AuditRecord::new(crate::audit::EventKind::RateLimited, crate::audit::Outcome::RateLimited)
-            .with_detail(format!("{} limit on {}", rejection.reason.as_str(), req.method));
-        if let Some(tool) = tool {
-            record = record.with_tool(tool, &Value::Null);
-        }
-        spawn_record(audit, caller.stamp(record));
-    }
-    Some(rejection)
-}
-
-/// Writes an audit record off the request path (refusals must stay cheap).
-pub(crate) fn spawn_record(audit: &Arc<crate::audit::AuditLog>, record: crate::audit::AuditRecord) {
-    let audit = audit.clone();
-    tokio::spawn(async move { audit.record(record).await });
-}
-
-impl Caller {
-    /// Adds who, from where, and which request to a record.
-    pub(crate) fn stamp(&self, mut record: crate::audit::AuditRecord) -> crate::audit::AuditRecord {
-        if let Some(p) = &self.principal {
-            record = record.with_principal(p);
-        }
-        if let Some(id) = &self.request_id {
-            record = record.with_request_id(id.as_ref());
-        }
-        if let Some(trace) = &self.trace {
-            record = record.with_trace_id(trace.trace_id_hex().to_string());
-        }
-        if let Some(ip) = self.ip {
-            record = record.with_client_ip(ip);
-        }
-        record
-    }
-}
-
-/// Reads the body within the size limit and parses it as JSON; the error is the HTTP answer.
-pub(crate) async fn read_json(body: Body, limit: usize) -> Result<Value, Response<Body>> {
-    let bytes = axum::body::to_bytes(body, limit).await.map_err(|e| {
+    let bytes = read.map_err(|e| {
         let too_big = std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
         if too_big {
-            headers::transport_error(StatusCode::PAYLOAD_TOO_LARGE, format!("Payload Too Large: the body exceeds {limit} bytes"))
+            headers::transport_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("Payload Too Large: the body exceeds {limit} bytes (server.max_body_bytes)"),
+            )
         } else {
             headers::transport_error(StatusCode::BAD_REQUEST, "Bad Request: the body could not be read")
         }
@@ -192,26 +105,13 @@ pub(crate) async fn read_json(body: Body, limit: usize) -> Result<Value, Respons
     serde_json::from_slice(&bytes).map_err(|e| headers::error(StatusCode::BAD_REQUEST, None, &RpcError::parse(format!("Parse error: {e}"))))
 }
 
-/// Modern unless the request belongs to a legacy session or carries neither modern `_meta`
-/// nor a modern version header (checklist §11; conformance era routing).
+/// The era of a POST (checklist §11; conformance era routing): [`crate::protocol::era::is_modern`].
 fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
-    if headers.contains_key(headers::SESSION_ID) {
-        return false;
-    }
-    let params = match message {
-        Incoming::Request(r) => &r.params,
-        Incoming::Notification(n) => &n.params,
-        Incoming::Response(_) => return false,
-    };
-    let modern_meta =
-        params.get("_meta").and_then(Value::as_object).is_some_and(|m| m.keys().any(|k| k.starts_with("io.modelcontextprotocol/")));
-    let header = headers::get(headers, &headers::PROTOCOL_VERSION);
-    let legacy_header = header.is_none_or(|v| v.parse::<ProtocolVersion>().is_ok_and(|v| v.era() == Era::Legacy));
-    modern_meta || !legacy_header
+    crate::protocol::era::is_modern(headers.contains_key(headers::SESSION_ID), headers::get(headers, &headers::PROTOCOL_VERSION), message)
 }
 
 /// The session a legacy request names, with the 400/404 answers of S-05/S-06.
-async fn session_for(app: &AppState, headers: &HeaderMap, principal: Option<&Principal>) -> Result<Arc<Session>, Rejection> {
+async fn session_for(app: &McpState, headers: &HeaderMap, principal: Option<&Principal>) -> Result<Arc<Session>, Rejection> {
     let Some(id) = headers::get(headers, &headers::SESSION_ID) else {
         return Err(Rejection::transport(StatusCode::BAD_REQUEST, "Bad Request: Mcp-Session-Id header is required; send initialize first"));
     };
@@ -249,12 +149,12 @@ fn check_version_header(headers: &HeaderMap) -> Result<(), Rejection> {
     }
 }
 
-async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming, caller: &Caller) -> Response<Body> {
+async fn legacy(app: &McpState, headers: &HeaderMap, message: Incoming, caller: &Caller) -> Response<Body> {
     let principal = caller.principal.as_deref();
     if let Incoming::Request(req) = &message
         && req.method == "initialize"
     {
-        return initialize(app, headers, req, principal).await;
+        return initialize(app, headers, req, caller).await;
     }
     let session = match session_for(app, headers, principal).await {
         Ok(s) => s,
@@ -294,7 +194,7 @@ async fn legacy(app: &AppState, headers: &HeaderMap, message: Incoming, caller: 
 
 /// Runs a request within a legacy session; its token is tracked for `notifications/cancelled`.
 pub(crate) fn start_on_session(
-    app: &AppState,
+    app: &McpState,
     session: &Arc<Session>,
     req: Request,
     caller: &Caller,
@@ -324,7 +224,7 @@ pub(crate) fn start_on_session(
 
 /// A client's answer to a server-to-client request. The call waiting for it may run on
 /// another replica: then it goes there over the cluster channel.
-pub(crate) fn on_response(app: &AppState, session: &Session, r: crate::protocol::jsonrpc::Response) {
+pub(crate) fn on_response(app: &McpState, session: &Session, r: crate::protocol::jsonrpc::Response) {
     // Only a shared session may need the message again, for another replica; the outcome is
     // moved into the local attempt.
     let message = app.sessions.is_shared().then(|| match &r.outcome {
@@ -342,7 +242,7 @@ pub(crate) fn on_response(app: &AppState, session: &Session, r: crate::protocol:
 }
 
 /// Client notifications in a session.
-pub(crate) fn on_notification(app: &AppState, session: &Session, n: &Notification) {
+pub(crate) fn on_notification(app: &McpState, session: &Session, n: &Notification) {
     match n.method.as_str() {
         "notifications/cancelled" => {
             let raw = n.params.get("requestId");
@@ -378,10 +278,10 @@ pub(crate) fn negotiate(req: &Request) -> Result<(ProtocolVersion, ClientInfo), 
     Ok((version, client))
 }
 
-async fn initialize(app: &AppState, headers: &HeaderMap, req: &Request, principal: Option<&Principal>) -> Response<Body> {
+async fn initialize(app: &McpState, headers: &HeaderMap, req: &Request, caller: &Caller) -> Response<Body> {
     // S-09: initialize on a live session is refused; a stale id is ignored (the client is
     // re-initializing after a 404, as it must).
-    let owner = principal.map(|p| Arc::<str>::from(p.key()));
+    let owner = caller.principal.as_deref().map(|p| Arc::<str>::from(p.key()));
     let live = match headers::get(headers, &headers::SESSION_ID) {
         Some(id) => app.sessions.resolve(id).await.ok().flatten().filter(|s| s.is_owned_by(owner.as_deref())),
         None => None,
@@ -394,8 +294,13 @@ async fn initialize(app: &AppState, headers: &HeaderMap, req: &Request, principa
         Ok(v) => v,
         Err(e) => return headers::error(StatusCode::BAD_REQUEST, Some(&req.id), &e),
     };
+    // One client must not fill the session table for everyone else.
+    let permit = match app.admission.hold(caller, Held::Session) {
+        Ok(permit) => permit,
+        Err(refused) => return refusal::http(app, &refused, Some(&req.id)),
+    };
     let session = match app.sessions.create(SessionKind::Streamable, version, None, owner) {
-        Ok(s) => s,
+        Ok(s) => s.holding(permit),
         Err(full) => {
             tracing::warn!(sessions = app.sessions.len(), "refusing initialize: {full}");
             let mut res = headers::transport_error(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable: too many sessions; retry later");
@@ -423,19 +328,20 @@ async fn initialize(app: &AppState, headers: &HeaderMap, req: &Request, principa
     res
 }
 
-/// B-01: batches, for 2025-03-26 sessions only. Answered with one JSON array.
-async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>, caller: &Caller) -> Response<Body> {
-    let principal = caller.principal.clone();
+/// B-01: batches, for 2025-03-26 sessions only, answered with one JSON array. Every item is
+/// admitted on its own, exactly like a message sent alone: a refused request is answered with
+/// its error in the array, a refused notification or response is dropped.
+async fn batch(app: &McpState, headers: &HeaderMap, items: Vec<Value>, caller: &Caller) -> Response<Body> {
     if items.is_empty() {
         return headers::error(StatusCode::BAD_REQUEST, None, &RpcError::invalid_request("An empty batch is not a valid JSON-RPC request"));
     }
+    let most = app.settings.server.max_batch_items;
+    if items.len() > most {
+        let message = format!("A batch may hold at most {most} messages (server.max_batch_items); send {} in several", items.len());
+        return headers::error(StatusCode::BAD_REQUEST, None, &RpcError::invalid_request(message));
+    }
     let mut messages = Vec::with_capacity(items.len());
     for item in items {
-        if let Some(method) = item.get("method").and_then(Value::as_str)
-            && let Some(refusal) = method_refusal(app, principal.as_deref(), method)
-        {
-            return refusal;
-        }
         match Incoming::from_value(item) {
             Ok(Incoming::Request(r)) if r.method == "initialize" => {
                 return headers::error(
@@ -444,16 +350,10 @@ async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>, caller: &
                     &RpcError::invalid_request("initialize must not be part of a batch"),
                 );
             }
-            Ok(m) => {
-                if let Incoming::Request(r) = &m {
-                    crate::metrics::record::mcp_request(&r.method, McpEra::Legacy);
-                }
-                messages.push(Ok(m));
-            }
-            Err(bad) => messages.push(Err(bad)),
+            parsed => messages.push(parsed),
         }
     }
-    let session = match session_for(app, headers, principal.as_deref()).await {
+    let session = match session_for(app, headers, caller.principal.as_deref()).await {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };
@@ -473,11 +373,26 @@ async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>, caller: &
     let mut pending = Vec::new();
     let mut replies = Vec::new();
     for message in messages {
+        let message = match message {
+            Ok(message) => message,
+            Err(bad) => {
+                replies.push(jsonrpc::error_message(bad.id.as_ref(), &bad.error));
+                continue;
+            }
+        };
+        if let Incoming::Request(r) = &message {
+            crate::metrics::record::mcp_request(&r.method, McpEra::Legacy);
+        }
+        if let Err(refused) = app.admission.message(caller, &message).await {
+            if let Incoming::Request(r) = &message {
+                replies.push(refusal::jsonrpc(&refused, Some(&r.id)));
+            }
+            continue;
+        }
         match message {
-            Ok(Incoming::Notification(n)) => on_notification(app, &session, &n),
-            Ok(Incoming::Response(r)) => on_response(app, &session, r),
-            Ok(Incoming::Request(req)) => pending.push(start_on_session(app, &session, req, caller)),
-            Err(bad) => replies.push(jsonrpc::error_message(bad.id.as_ref(), &bad.error)),
+            Incoming::Notification(n) => on_notification(app, &session, &n),
+            Incoming::Response(r) => on_response(app, &session, r),
+            Incoming::Request(req) => pending.push(start_on_session(app, &session, req, caller)),
         }
     }
     if pending.is_empty() && replies.is_empty() {
@@ -498,8 +413,8 @@ async fn batch(app: &AppState, headers: &HeaderMap, items: Vec<Value>, caller: &
 }
 
 /// GET: the session's standalone stream, or a resumed stream with `Last-Event-ID`.
-pub async fn get(State(app): State<AppState>, principal: Option<Extension<Arc<Principal>>>, headers: HeaderMap) -> Response<Body> {
-    let principal = principal.map(|Extension(p)| p);
+pub async fn get(State(app): State<McpState>, caller: Caller, headers: HeaderMap) -> Response<Body> {
+    let principal = caller.principal.clone();
     if !headers.contains_key(headers::SESSION_ID) {
         // Modern clients use subscriptions/listen; a GET without a session has no stream.
         return headers::method_not_allowed("POST, DELETE");
@@ -514,9 +429,13 @@ pub async fn get(State(app): State<AppState>, principal: Option<Extension<Arc<Pr
     if let Err(rejection) = check_version_header(&headers) {
         return rejection.into_response();
     }
+    let permit = match app.admission.stream(&caller, Held::GetStream).await {
+        Ok(permit) => permit,
+        Err(refused) => return refusal::http(&app, &refused, None),
+    };
     let version = session.version();
     let buffer = app.settings.sse.stream_buffer;
-    let mut options = sse::BodyOptions { kind: Some(crate::metrics::SseKind::Get), ..Default::default() };
+    let mut options = sse::BodyOptions { kind: Some(crate::metrics::SseKind::Get), guard: permit.map(sse::guard), ..Default::default() };
     // The standalone stream carries notifications only and ends when shutdown begins; a
     // resumed request stream stays until its answer (or the end of the grace period).
     let mut close = session.notifications_closed.clone();
@@ -568,12 +487,14 @@ pub async fn get(State(app): State<AppState>, principal: Option<Extension<Arc<Pr
 }
 
 /// DELETE: ends the session (S-08); its id then gets 404.
-pub async fn delete(State(app): State<AppState>, principal: Option<Extension<Arc<Principal>>>, headers: HeaderMap) -> Response<Body> {
-    let principal = principal.map(|Extension(p)| p);
+pub async fn delete(State(app): State<McpState>, caller: Caller, headers: HeaderMap) -> Response<Body> {
     if !headers.contains_key(headers::SESSION_ID) {
         return headers::method_not_allowed("POST");
     }
-    let session = match session_for(&app, &headers, principal.as_deref()).await {
+    if let Err(refused) = app.admission.request(&caller, "delete").await {
+        return refusal::http(&app, &refused, None);
+    }
+    let session = match session_for(&app, &headers, caller.principal.as_deref()).await {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };

@@ -93,6 +93,13 @@ impl Issuer {
         self.sign(&self.claims(subject, scope))
     }
 
+    /// Settings that accept this issuer's tokens: JWT mode, [`RESOURCE`], this issuer alone.
+    pub fn trust(&self, c: &mut toolgate::config::Settings) {
+        c.auth.mode = toolgate::auth::settings::AuthMode::Jwt;
+        c.auth.resource = Some(RESOURCE.into());
+        c.auth.issuers = vec![serde_json::from_value(json!({ "issuer": self.url })).expect("issuer")];
+    }
+
     /// Replaces the published keys (rotation at the issuer).
     pub fn publish(&self, keys: Vec<Value>) {
         *self.keys.write() = keys;

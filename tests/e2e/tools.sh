@@ -52,7 +52,7 @@ fi
 
 # ---- the shipped examples validate as they are ----------------------------------------------
 rc=0
-TOOLGATE__TOOLS__PACKS__EXAMPLES=false "$TOOLGATE_BIN" tools validate "$ROOT/deploy/tools" >"$LOGS/validate.out" 2>&1 || rc=$?
+TOOLGATE__TOOLS__PACKS__EXAMPLES=false TOOLGATE__TOOLS__HTTP__SECRET_ENV=GITHUB_TOKEN "$TOOLGATE_BIN" tools validate "$ROOT/deploy/tools" >"$LOGS/validate.out" 2>&1 || rc=$?
 [ "$rc" = 0 ] || cat "$LOGS/validate.out" >&2
 record "toolgate tools validate deploy/tools" "$rc"
 
@@ -87,6 +87,7 @@ launch_toolgate() { # port
     TOOLGATE__TOOLS__PATH="$TOOLS" \
     TOOLGATE__TOOLS__CSV_DIR="$LOGS/csv" \
     TOOLGATE__TOOLS__HTTP__ALLOW_HOSTS="127.0.0.1" \
+    TOOLGATE__TOOLS__HTTP__SECRET_ENV=GITHUB_TOKEN \
     WEATHER_API_URL="http://127.0.0.1:$UPSTREAM_PORT" \
     GITHUB_API_URL="http://127.0.0.1:$UPSTREAM_PORT" \
     GITHUB_TOKEN="$SECRET" \

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 /// One parsed template.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Template {
+pub enum Template {
     /// Exactly `"{field}"`.
     Whole(String),
     /// Exactly `"{field...}"`.
@@ -26,14 +26,14 @@ pub(super) enum Template {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Piece {
+pub enum Piece {
     Text(String),
     Field(String),
 }
 
 /// Why a call's arguments cannot be rendered; the message is for the model.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub(super) enum RenderError {
+pub enum RenderError {
     #[error("the value of `{0}` must not begin with \"-\": the program would read it as an option")]
     LeadingDash(String),
     #[error("the value of `{0}` contains a NUL character, which cannot be passed to a program")]
@@ -46,7 +46,7 @@ pub(super) enum RenderError {
 
 impl Template {
     /// Parses one template; the error says what is wrong and how to write it instead.
-    pub(super) fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, String> {
         if text.contains('\0') {
             return Err("contains a NUL character".into());
         }
@@ -118,7 +118,7 @@ impl Template {
 
     /// Appends this template's argv elements for `args` to `argv`. A value that would start
     /// an element with `-` is refused unless `dash_ok(field)`.
-    pub(super) fn render_args(
+    pub fn render_args(
         &self,
         args: &Map<String, Value>,
         dash_ok: &dyn Fn(&str) -> bool,
@@ -172,7 +172,7 @@ impl Template {
     }
 
     /// The text of a stdin template, or `None` when a field it reads is absent.
-    pub(super) fn render_text(&self, args: &Map<String, Value>) -> Result<Option<String>, RenderError> {
+    pub fn render_text(&self, args: &Map<String, Value>) -> Result<Option<String>, RenderError> {
         let pieces = match self {
             Self::Whole(field) | Self::Spread(field) => return present(args, field).map(|v| scalar(field, v)).transpose(),
             Self::Mixed(pieces) => pieces,

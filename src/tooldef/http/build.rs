@@ -183,10 +183,10 @@ fn secret_source(spec: &SecretSpec, cx: &BuildCtx<'_>) -> Result<SecretSource, S
             if var.is_empty() || var.contains(['=', '\0']) {
                 return Err("`env` must name an environment variable".into());
             }
-            if let Some(allowed) = &settings.secret_env
-                && !secret::env_allowed(var, allowed)
-            {
-                return Err(format!("the server does not allow secrets from the environment variable {var} (tools.http.secret_env)"));
+            if !secret::env_allowed(var, &settings.secret_env) {
+                return Err(format!(
+                    "the server does not allow secrets from the environment variable {var}: add it (or a PREFIX_* pattern) to tools.http.secret_env, which allows none by default"
+                ));
             }
             Ok(SecretSource::Env(var.clone()))
         }
@@ -195,10 +195,11 @@ fn secret_source(spec: &SecretSpec, cx: &BuildCtx<'_>) -> Result<SecretSource, S
                 return Err("`file` must name a file".into());
             }
             let resolved = cx.resolve(path);
-            if let Some(dirs) = &settings.secret_dirs
-                && !secret::is_under(&resolved, dirs)
-            {
-                return Err(format!("the server does not allow secret files outside tools.http.secret_dirs ({})", resolved.display()));
+            if !secret::is_under(&resolved, &settings.secret_dirs) {
+                return Err(format!(
+                    "the server does not allow secrets from the file {}: add its directory to tools.http.secret_dirs, which allows none by default",
+                    resolved.display()
+                ));
             }
             Ok(SecretSource::File(resolved))
         }

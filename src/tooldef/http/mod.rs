@@ -21,7 +21,8 @@ mod retry;
 mod secret;
 mod spec;
 mod ssrf;
-mod template;
+// Public only so `fuzz/` can drive the URL template directly.
+pub mod template;
 
 use std::time::Duration;
 

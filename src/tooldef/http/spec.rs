@@ -2,8 +2,6 @@
 //! server-wide `[tools.http]` settings ([`HttpToolSettings`]).
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
-use std::path::PathBuf;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -211,54 +209,4 @@ pub struct PaginationSpec {
     pub total_count: Option<String>,
 }
 
-/// `[tools.http]` server settings: what every `http` tool may reach and how it connects.
-/// Operator-controlled, so a definition (which the admin API may write) cannot widen them.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HttpToolSettings {
-    /// Hosts (a name or an IP literal, exact and case-insensitive) exempt from the
-    /// private-address deny list: loopback, private, link-local (cloud metadata), CGNAT,
-    /// multicast, documentation ranges and their IPv6-embedded forms.
-    pub allow_hosts: Vec<String>,
-    /// Static name → address answers used instead of DNS (still checked against the deny
-    /// list unless the name is in `allow_hosts`).
-    pub resolve: BTreeMap<String, IpAddr>,
-    /// Redirects followed at most; every hop is checked like the first request.
-    pub max_redirects: usize,
-    /// Time to establish a connection, in milliseconds.
-    pub connect_timeout_ms: u64,
-    /// Default time for one attempt of a request, in milliseconds.
-    pub request_timeout_ms: u64,
-    /// Default largest response body, in bytes.
-    pub max_response_bytes: u64,
-    /// `User-Agent` sent with every request.
-    pub user_agent: String,
-    /// First retry delay in milliseconds; doubles per retry (with jitter).
-    pub retry_base_delay_ms: u64,
-    /// Longest `Retry-After` honoured, in seconds; a longer one ends the retries.
-    pub max_retry_after_secs: u64,
-    /// Environment variables a definition may read secrets from (`NAME` or `PREFIX_*`).
-    /// Unset: any. Set it when definitions come from the admin API, so a definition cannot
-    /// send an unrelated server secret (say `DATABASE_URL`) to a host of its choosing.
-    pub secret_env: Option<Vec<String>>,
-    /// Directories a definition may read secret files from. Unset: any.
-    pub secret_dirs: Option<Vec<PathBuf>>,
-}
-
-impl Default for HttpToolSettings {
-    fn default() -> Self {
-        Self {
-            allow_hosts: Vec::new(),
-            resolve: BTreeMap::new(),
-            max_redirects: 3,
-            connect_timeout_ms: 5_000,
-            request_timeout_ms: 30_000,
-            max_response_bytes: 1024 * 1024,
-            user_agent: concat!("toolgate/", env!("CARGO_PKG_VERSION")).to_owned(),
-            retry_base_delay_ms: 250,
-            max_retry_after_secs: 10,
-            secret_env: None,
-            secret_dirs: None,
-        }
-    }
-}
+pub use crate::config::http_tools::HttpToolSettings;

@@ -9,9 +9,11 @@
 //!   before a request is sent and in the redirect policy ([`redirect_policy`]) for each hop.
 //! * The client has no proxy (`no_proxy()`), so `HTTP(S)_PROXY` cannot route around this.
 //!
-//! Hosts named in `tools.http.allow_hosts` (exact, case-insensitive) are exempt.
+//! Hosts named in `tools.http.allow_hosts` (exact, case-insensitive) are exempt; an entry with
+//! a port (`host:port`) exempts that port only, and a URL to the host on any other port (a
+//! redirect hop included) is refused.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
@@ -31,6 +33,8 @@ pub(crate) enum Refusal {
     TooManyRedirects { max: usize },
     #[error("refused: a redirect to another site ({host}) while the request carries credentials")]
     CrossOrigin { host: String },
+    #[error("refused: tools.http.allow_hosts lists {host} only with other ports than {port}")]
+    Port { host: String, port: u16 },
 }
 
 /// A host name that did not resolve (kept apart from [`Refusal`]: it is worth a retry).
@@ -119,31 +123,65 @@ fn embedded_v4(bits: u128) -> Option<Ipv4Addr> {
 /// The deny list plus the operator's exemptions and static name overrides.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct AddressPolicy {
-    allow: Arc<HashSet<String>>,
+    /// Exempt hosts, each with the ports it is exempt on (`None`: every port).
+    allow: Arc<HashMap<String, Option<HashSet<u16>>>>,
     overrides: Arc<BTreeMap<String, IpAddr>>,
+}
+
+/// An `allow_hosts` entry: `host`, `host:port`, an IP literal, or `[v6]:port`.
+fn split_entry(entry: &str) -> (String, Option<u16>) {
+    let entry = entry.trim();
+    if entry.parse::<IpAddr>().is_ok() {
+        return (normalize_host(entry), None);
+    }
+    let (host, port) = match entry.strip_prefix('[').and_then(|rest| rest.split_once(']')) {
+        Some((v6, rest)) => (v6, rest.strip_prefix(':')),
+        None => match entry.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (entry, None),
+        },
+    };
+    match port.map(str::parse::<u16>) {
+        Some(Ok(port)) => (normalize_host(host), Some(port)),
+        _ => (normalize_host(entry), None),
+    }
 }
 
 impl AddressPolicy {
     pub fn new(allow_hosts: &[String], overrides: &BTreeMap<String, IpAddr>) -> Self {
-        Self {
-            allow: Arc::new(allow_hosts.iter().map(|h| normalize_host(h)).collect()),
-            overrides: Arc::new(overrides.iter().map(|(k, v)| (normalize_host(k), *v)).collect()),
+        let mut allow: HashMap<String, Option<HashSet<u16>>> = HashMap::new();
+        for entry in allow_hosts {
+            let (host, port) = split_entry(entry);
+            match (allow.entry(host).or_insert_with(|| Some(HashSet::new())), port) {
+                (Some(ports), Some(port)) => {
+                    ports.insert(port);
+                }
+                (ports, None) => *ports = None,
+                (None, Some(_)) => {}
+            }
         }
+        Self { allow: Arc::new(allow), overrides: Arc::new(overrides.iter().map(|(k, v)| (normalize_host(k), *v)).collect()) }
     }
 
-    /// Whether `host` (a name or an IP literal, brackets optional) is exempt.
+    /// Whether `host` (a name or an IP literal, brackets optional) is exempt on some port.
     pub fn is_allowed(&self, host: &str) -> bool {
-        self.allow.contains(&normalize_host(host))
+        self.allow.contains_key(&normalize_host(host))
     }
 
-    /// Checks a URL's host when it is an IP literal (names are checked by the resolver).
+    /// Checks a URL before a request or a redirect hop: an exempt host only on its listed
+    /// ports, and an IP-literal host against the deny list (names are checked by the resolver).
     pub fn check_url(&self, url: &Url) -> Result<(), Refusal> {
+        let host = url.host_str().unwrap_or_default();
+        if let (Some(Some(ports)), Some(port)) = (self.allow.get(&normalize_host(host)), url.port_or_known_default())
+            && !ports.contains(&port)
+        {
+            return Err(Refusal::Port { host: host.to_owned(), port });
+        }
         let ip = match url.host() {
             Some(Host::Ipv4(ip)) => IpAddr::V4(ip),
             Some(Host::Ipv6(ip)) => IpAddr::V6(ip),
             Some(Host::Domain(_)) | None => return Ok(()),
         };
-        let host = url.host_str().unwrap_or_default();
         if is_denied(ip) && !self.is_allowed(host) { Err(Refusal::Literal { host: host.to_owned() }) } else { Ok(()) }
     }
 
@@ -163,7 +201,7 @@ impl AddressPolicy {
         if found.is_empty() {
             return Err(Box::new(Unresolvable { host: host.to_owned() }));
         }
-        if self.allow.contains(&key) {
+        if self.allow.contains_key(&key) {
             return Ok(found);
         }
         let total = found.len();
@@ -353,5 +391,32 @@ mod tests {
         let policy = AddressPolicy::new(&["allowed.internal".into()], &overrides);
         let addrs = policy.resolve("allowed.internal").await.expect("allowed");
         assert_eq!(addrs, vec![SocketAddr::new("10.1.2.3".parse().expect("ip"), 0)]);
+    }
+
+    fn url(s: &str) -> Url {
+        Url::parse(s).expect("a URL")
+    }
+
+    #[test]
+    fn an_allow_hosts_entry_with_a_port_exempts_that_port_only() {
+        let policy = AddressPolicy::new(&["127.0.0.1:8080".into()], &BTreeMap::new());
+        assert!(policy.check_url(&url("http://127.0.0.1:8080/x")).is_ok());
+        assert_eq!(policy.check_url(&url("http://127.0.0.1:9090/x")), Err(Refusal::Port { host: "127.0.0.1".into(), port: 9090 }));
+    }
+
+    #[test]
+    fn an_allow_hosts_entry_with_a_port_counts_the_scheme_default() {
+        let policy = AddressPolicy::new(&["internal.example:443".into(), "[::1]:8443".into()], &BTreeMap::new());
+        assert!(policy.check_url(&url("https://internal.example/x")).is_ok());
+        assert!(policy.check_url(&url("http://internal.example/x")).is_err(), "port 80");
+        assert!(policy.check_url(&url("https://[::1]:8443/")).is_ok());
+        assert!(policy.check_url(&url("https://[::1]:8444/")).is_err());
+    }
+
+    #[test]
+    fn an_allow_hosts_entry_without_a_port_exempts_every_port() {
+        let policy = AddressPolicy::new(&["127.0.0.1".into(), "::1".into()], &BTreeMap::new());
+        assert!(policy.check_url(&url("http://127.0.0.1:1/")).is_ok());
+        assert!(policy.check_url(&url("http://[::1]:2/")).is_ok());
     }
 }

@@ -13,16 +13,24 @@ use url::Url;
 /// A URL template whose scheme, host and port are fixed: expressions may only follow the
 /// authority (`https://api.github.com/repos/{owner}/{repo}/issues{?state,per_page}`).
 #[derive(Clone, Debug)]
-pub(crate) struct UrlTemplate {
+pub struct UrlTemplate {
     template: UriTemplateString,
     /// The fixed `scheme://host[:port]` every expansion must keep.
     origin: url::Origin,
     /// The fixed origin as a URL (scheme, host, port), for checks and messages.
     base: Url,
+    /// Variables expanded with `{+...}` or `{#...}` (reserved expansion), whose `%` signs are
+    /// escaped first unless they start a percent-encoded triplet (see [`reserved_safe_value`]).
+    reserved: Vec<String>,
 }
 
 impl UrlTemplate {
     pub fn parse(text: &str) -> Result<Self, String> {
+        // A URI is ASCII; iri-string 0.7 also panics on some non-ASCII template text (found by
+        // fuzz/url_template), so it never sees any.
+        if !text.is_ascii() {
+            return Err("the URL must be ASCII: percent-encode other characters (é as %C3%A9)".into());
+        }
         let lower = text.to_ascii_lowercase();
         let scheme_len = if lower.starts_with("https://") {
             8
@@ -52,9 +60,13 @@ impl UrlTemplate {
         if base.host_str().is_none_or(str::is_empty) {
             return Err("the URL has no host".into());
         }
-        let template = UriTemplateString::try_from(text.to_owned())
-            .map_err(|e| format!("not a valid URI template (RFC 6570): {}", e.validation_error()))?;
-        let this = Self { template, origin: base.origin(), base };
+        // Isolated like expansion below: iri-string panicked validating some template text.
+        let validate =
+            std::panic::AssertUnwindSafe(|| UriTemplateString::try_from(text.to_owned()).map_err(|e| e.validation_error().to_string()));
+        let template = std::panic::catch_unwind(validate)
+            .unwrap_or_else(|_| Err("the URL template library could not read it".into()))
+            .map_err(|e| format!("not a valid URI template (RFC 6570): {e}"))?;
+        let this = Self { template, origin: base.origin(), base, reserved: reserved_variables(text) };
         let bare = this.expand_raw(&Map::new()).map_err(|e| format!("not a valid URI template (RFC 6570): {e}"))?;
         let parsed = Url::parse(&bare).map_err(|e| format!("the URL is not valid without its optional parts: {e}"))?;
         if has_dot_segment(&bare) {
@@ -92,15 +104,98 @@ impl UrlTemplate {
         Ok(url)
     }
 
-    fn expand_raw(&self, args: &Map<String, Value>) -> Result<String, iri_string::template::Error> {
+    fn expand_raw(&self, args: &Map<String, Value>) -> Result<String, String> {
         let mut context = SimpleContext::new();
         for name in self.template.variables() {
             if let Some(value) = args.get(name.as_str()).and_then(template_value) {
+                let value = if self.reserved.iter().any(|r| r == name.as_str()) { reserved_safe_value(value) } else { value };
                 context.insert(name.as_str(), value);
             }
         }
-        Ok(self.template.expand::<UriSpec, _>(&context)?.to_string())
+        // iri-string 0.7.14 panics on some inputs to its percent-encoding writers (four kinds
+        // found by fuzz/url_template; the ones we understand are made safe above). Whatever is
+        // left is isolated here: a refused argument, never a panic in the caller.
+        let expand = std::panic::AssertUnwindSafe(|| self.template.expand::<UriSpec, _>(&context).map(|e| e.to_string()));
+        match std::panic::catch_unwind(expand) {
+            Ok(expanded) => expanded.map_err(|e| e.to_string()),
+            Err(_) => Err("the URL template library could not expand these arguments".into()),
+        }
     }
+}
+
+/// The variables of the `{+...}` and `{#...}` expressions of a template text.
+fn reserved_variables(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for expression in text.split('{').skip(1).filter_map(|rest| rest.split_once('}').map(|(e, _)| e)) {
+        let Some(list) = expression.strip_prefix(['+', '#']) else { continue };
+        for spec in list.split(',') {
+            let name = spec.trim_end_matches('*');
+            let name = name.split_once(':').map_or(name, |(n, _)| n);
+            names.push(name.to_owned());
+        }
+    }
+    names
+}
+
+/// RFC 6570 reserved expansion keeps percent-encoded triplets as they are and encodes anything
+/// else that may not stand in a URI: a lone `%`, and every non-ASCII character (as the
+/// percent-encoded bytes of its UTF-8). Doing that first gives the same URL and keeps from
+/// `iri-string` 0.7 the input it panics on (found by `fuzz/`'s `url_template`): non-ASCII
+/// text, and triplets that do not decode to UTF-8. Those are kept as literal text instead
+/// (every `%` escaped), which is what an argument meaning them as bytes cannot be anyway.
+fn reserved_safe_value(value: TemplateValue) -> TemplateValue {
+    match value {
+        TemplateValue::String(s) => TemplateValue::String(reserved_safe(s)),
+        TemplateValue::List(items) => TemplateValue::List(items.into_iter().map(reserved_safe).collect()),
+        TemplateValue::Assoc(pairs) => TemplateValue::Assoc(pairs.into_iter().map(|(k, v)| (reserved_safe(k), reserved_safe(v))).collect()),
+        TemplateValue::Undefined => TemplateValue::Undefined,
+    }
+}
+
+/// See [`reserved_safe_value`].
+fn reserved_safe(text: String) -> String {
+    if text.is_ascii() && !text.contains('%') {
+        return text;
+    }
+    let bytes = text.as_bytes();
+    let is_triplet = |i: usize| bytes.get(i + 1).is_some_and(u8::is_ascii_hexdigit) && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit);
+    let mut out = String::with_capacity(text.len() + 8);
+    for (i, c) in text.char_indices() {
+        if c == '%' && !is_triplet(i) {
+            out.push_str("%25");
+        } else if c.is_ascii() {
+            out.push(c);
+        } else {
+            for byte in c.encode_utf8(&mut [0; 4]).bytes() {
+                out.push_str(&format!("%{byte:02X}"));
+            }
+        }
+    }
+    if std::str::from_utf8(&percent_decode(&out)).is_err() {
+        return out.replace('%', "%25");
+    }
+    out
+}
+
+/// The bytes an ASCII text with percent-encoded triplets stands for.
+fn percent_decode(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push(u8::try_from(hi * 16 + lo).unwrap_or(0));
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// An argument as an RFC 6570 value: strings as they are, numbers and booleans as JSON text,
@@ -307,6 +402,46 @@ mod tests {
         assert_eq!(url.as_str(), "https://api.example.com/repos/a%20b/x%2F..%2Fy%3Fz/issues?state=open&per_page=5");
         let url = t.expand(&args(json!({"owner": "zoë", "repo": "r"}))).expect("url");
         assert_eq!(url.as_str(), "https://api.example.com/repos/zo%C3%AB/r/issues");
+    }
+
+    #[test]
+    fn a_lone_percent_in_a_reserved_expansion_is_encoded_not_a_panic() {
+        // Found by fuzz/url_template: iri-string panicked on `%` before a non-ASCII character.
+        let t = UrlTemplate::parse("https://api.example.com/raw/{+rest}").expect("valid");
+        let url = t.expand(&args(json!({"rest": "%ƺ/a%2Fb"}))).expect("url");
+        assert_eq!(url.as_str(), "https://api.example.com/raw/%25%C6%BA/a%2Fb");
+    }
+
+    #[test]
+    fn non_ascii_text_in_a_reserved_expansion_is_percent_encoded() {
+        let t = UrlTemplate::parse("https://api.example.com/raw/{+rest}").expect("valid");
+        assert_eq!(t.expand(&args(json!({"rest": "ƺ"}))).expect("url").as_str(), "https://api.example.com/raw/%C6%BA");
+    }
+
+    #[test]
+    fn triplets_that_are_not_utf8_stay_literal_text() {
+        let t = UrlTemplate::parse("https://api.example.com/raw/{+rest}").expect("valid");
+        let url = t.expand(&args(json!({"rest": "%E3%Ea-%2F"}))).expect("url");
+        assert_eq!(url.as_str(), "https://api.example.com/raw/%25E3%25Ea-%252F");
+        assert_eq!(t.expand(&args(json!({"rest": "a%2Fb"}))).expect("url").as_str(), "https://api.example.com/raw/a%2Fb");
+    }
+
+    #[test]
+    fn a_template_with_non_ascii_text_is_refused() {
+        let e = UrlTemplate::parse("https://ap/raw/{+rest}2%2E%2E2E%2ƺ").expect_err("refused");
+        assert!(e.contains("ASCII"), "{e}");
+    }
+
+    #[test]
+    fn a_lone_percent_in_a_fragment_expansion_is_encoded() {
+        let t = UrlTemplate::parse("https://api.example.com/p{#frag}").expect("valid");
+        assert_eq!(t.expand(&args(json!({"frag": "%é"}))).expect("url").as_str(), "https://api.example.com/p#%25%C3%A9");
+    }
+
+    #[test]
+    fn a_percent_in_a_simple_expansion_is_encoded_once() {
+        let t = UrlTemplate::parse("https://api.example.com/p/{v}").expect("valid");
+        assert_eq!(t.expand(&args(json!({"v": "%ƺ"}))).expect("url").as_str(), "https://api.example.com/p/%25%C6%BA");
     }
 
     #[test]

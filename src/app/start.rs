@@ -1,0 +1,56 @@
+//! Binding and serving: the public listener and, when enabled, the admin listener, each on its
+//! own accept loop (`transport::connections`), and the handle that stops them.
+
+use std::net::SocketAddr;
+
+use tokio::net::TcpListener;
+
+use super::AppState;
+
+/// A bound, running server (tests use this with port 0).
+#[derive(Debug)]
+pub struct Running {
+    pub addr: SocketAddr,
+    /// The admin listener's address, when `admin.enabled`.
+    pub admin_addr: Option<SocketAddr>,
+    pub state: AppState,
+    pub handle: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// Starts the shutdown sequence and waits for the server to stop.
+    pub async fn stop(self) -> std::io::Result<()> {
+        self.state.shutdown.cancel();
+        self.handle.await.unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    }
+}
+
+/// Binds and serves until `state.shutdown` is cancelled.
+pub async fn start(state: AppState, bind: SocketAddr) -> std::io::Result<Running> {
+    let listener = TcpListener::bind(bind).await?;
+    let addr = listener.local_addr()?;
+    let admin_addr = if state.settings.admin.enabled { Some(start_admin(&state).await?) } else { None };
+    super::background::spawn_background(&state);
+    let app = super::router::router(state.clone());
+    let handle = tokio::spawn(super::shutdown::serve(listener, app, state.clone()));
+    tracing::info!(%addr, "toolgate listening");
+    Ok(Running { addr, admin_addr, state, handle })
+}
+
+/// Binds the admin listener and serves it until shutdown; it stops with the public one.
+async fn start_admin(state: &AppState) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(state.settings.admin.bind).await?;
+    let addr = listener.local_addr()?;
+    let app = super::router::admin_router(state);
+    let stop = state.shutdown.clone();
+    // Operators and Prometheus only: a small cap, the same timeouts as the public listener.
+    let limits =
+        crate::transport::connections::ConnectionLimits { max_connections: 256, ..crate::transport::connections::limits(&state.settings) };
+    tokio::spawn(async move {
+        if let Err(e) = crate::transport::connections::serve(listener, app, limits, async move { stop.cancelled().await }).await {
+            tracing::error!(error = %e, "the admin listener failed");
+        }
+    });
+    tracing::info!(%addr, "admin listener");
+    Ok(addr)
+}

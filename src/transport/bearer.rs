@@ -1,0 +1,160 @@
+//! The bearer-token gate in front of every MCP route: verifies the token
+//! ([`Authenticator::authenticate`]), enforces the scopes every request needs, and puts the
+//! [`Principal`] into the request. Refusals carry RFC 6750 / RFC 9728 challenges: 401 without
+//! `error` when no token was sent, 401 `invalid_token`, 400 `invalid_request` for a malformed
+//! header, 403 `insufficient_scope` naming the scopes needed, 503 when the issuer's keys cannot
+//! be had. Addresses locked out for failed authentications are refused before any
+//! verification work, except for JWTs (see [`Authenticator::verifies_locally`]).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Response, StatusCode, header};
+use axum::middleware::Next;
+
+use super::client_ip::TrustedProxies;
+use super::headers;
+use crate::audit::AuditLog;
+use crate::auth::bearer::{Authenticator, Refusal};
+use crate::limits::Limiter;
+use crate::protocol::jsonrpc::{RpcError, code};
+
+/// What the gate needs: the verifier (`None` when `auth.mode = "off"`), the failed-auth
+/// lockout, the audit log, and whose `X-Forwarded-For` to believe.
+#[derive(Clone)]
+pub struct BearerGate {
+    pub auth: Option<Arc<Authenticator>>,
+    pub limiter: Option<Arc<dyn Limiter>>,
+    pub audit: Option<Arc<AuditLog>>,
+    pub proxies: TrustedProxies,
+}
+
+/// The failed-authentication lockout of `ip`, unless the request's token is verified locally
+/// (see [`Authenticator::verifies_locally`]): guessing opaque tokens is refused before any
+/// verification work. Shared by this gate and the admin gate.
+pub fn locked_out(
+    limiter: Option<&Arc<dyn Limiter>>,
+    auth: &Authenticator,
+    ip: Option<IpAddr>,
+    headers: &axum::http::HeaderMap,
+) -> Option<crate::limits::Rejection> {
+    let rejection = limiter?.check_auth_failure_allowed(ip?).err()?;
+    (!auth.verifies_locally(headers)).then_some(rejection)
+}
+
+/// The middleware. Without an authenticator (auth off) every request passes.
+pub async fn require(State(app): State<BearerGate>, mut request: Request, next: Next) -> Response<Body> {
+    let Some(auth) = app.auth.clone() else { return next.run(request).await };
+    // Preflights carry no credentials by design; CORS answers them.
+    if request.method() == axum::http::Method::OPTIONS {
+        return next.run(request).await;
+    }
+    let ip = app.proxies.client_of(request.extensions(), request.headers());
+    if let Some(rejection) = locked_out(app.limiter.as_ref(), &auth, ip, request.headers()) {
+        tracing::info!(ip = ?ip, "request refused: too many failed authentication attempts");
+        crate::metrics::record::rate_limited(rejection.reason.as_str());
+        return super::refusal::limited(&rejection, None);
+    }
+    // The span records the verdict only: never the token.
+    let span = tracing::info_span!("auth", outcome = tracing::field::Empty);
+    let verdict = tracing::Instrument::instrument(auth.authenticate(request.headers()), span.clone()).await;
+    span.record("outcome", if verdict.is_ok() { "ok" } else { "refused" });
+    match verdict {
+        Ok(principal) => {
+            crate::metrics::record::auth_ok();
+            request.extensions_mut().insert(Arc::new(principal));
+            next.run(request).await
+        }
+        Err(refusal) => {
+            crate::metrics::record::auth_refused(refusal.metric_reason());
+            if let (Some(limiter), Some(ip), Refusal::Invalid(_) | Refusal::Malformed(_)) = (&app.limiter, ip, &refusal) {
+                limiter.record_auth_failure(ip);
+            }
+            if !matches!(refusal, Refusal::Missing) {
+                tracing::info!(path = %request.uri().path(), refusal = ?refusal.kind(), "request refused by the bearer gate");
+            }
+            if let (Some(audit), false) = (&app.audit, matches!(refusal, Refusal::Missing | Refusal::Unavailable)) {
+                use crate::audit::{AuditRecord, EventKind, Outcome};
+                let kind = if matches!(refusal, Refusal::InsufficientScope(_)) { EventKind::AuthzDenied } else { EventKind::AuthFailure };
+                let mut record = AuditRecord::new(kind, Outcome::Denied).with_detail(refusal.kind());
+                if let Some(ip) = ip {
+                    record = record.with_client_ip(ip);
+                }
+                if let Some(id) = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()) {
+                    record = record.with_request_id(id);
+                }
+                if let Some(trace) = request.extensions().get::<crate::telemetry::TraceContext>() {
+                    record = record.with_trace_id(trace.trace_id_hex().to_string());
+                }
+                // Off the request path: a flood of bad tokens must stay cheap to refuse.
+                let audit = audit.clone();
+                tokio::spawn(async move { audit.record(record).await });
+            }
+            challenge(&auth, &refusal)
+        }
+    }
+}
+
+/// The HTTP answer for a refusal: its status, an RFC 6750 challenge pointing to the RFC 9728
+/// metadata, and a JSON-RPC error body.
+pub fn challenge(auth: &Authenticator, refusal: &Refusal) -> Response<Body> {
+    let scope = auth.required_scopes().join(" ");
+    let (status, challenge, message) = match refusal {
+        Refusal::Missing => (
+            StatusCode::UNAUTHORIZED,
+            format!(r#"Bearer resource_metadata="{}", scope="{scope}""#, auth.metadata_url()),
+            "Unauthorized: a bearer token is required".to_owned(),
+        ),
+        Refusal::Malformed(why) => (
+            StatusCode::BAD_REQUEST,
+            format!(r#"Bearer error="invalid_request", error_description="{why}", resource_metadata="{}""#, auth.metadata_url()),
+            format!("Bad Request: {why}"),
+        ),
+        Refusal::Invalid(why) => (
+            StatusCode::UNAUTHORIZED,
+            format!(
+                r#"Bearer error="invalid_token", error_description="{}", resource_metadata="{}", scope="{scope}""#,
+                quote_safe(why),
+                auth.metadata_url()
+            ),
+            "Unauthorized: the access token is not valid for this server".to_owned(),
+        ),
+        Refusal::InsufficientScope(needed) => (
+            StatusCode::FORBIDDEN,
+            format!(r#"Bearer error="insufficient_scope", scope="{}", resource_metadata="{}""#, needed.join(" "), auth.metadata_url()),
+            format!("Forbidden: this request needs the scopes {}", needed.join(" ")),
+        ),
+        Refusal::Unavailable => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            String::new(),
+            "Service Unavailable: tokens cannot be verified right now; retry shortly".to_owned(),
+        ),
+    };
+    let mut res = headers::error(status, None, &RpcError::new(code::TRANSPORT, message));
+    if let Ok(v) = HeaderValue::from_str(&challenge)
+        && !challenge.is_empty()
+    {
+        res.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    if *refusal == Refusal::Unavailable {
+        res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    }
+    res
+}
+
+/// `error_description` is a quoted-string: keep it to printable ASCII without quotes.
+fn quote_safe(s: &str) -> String {
+    s.chars().filter(|c| c.is_ascii_graphic() && *c != '"' && *c != '\\' || *c == ' ').take(200).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_cannot_break_the_challenge() {
+        assert_eq!(quote_safe("bad \"aud\" \\ x"), "bad aud  x");
+    }
+}

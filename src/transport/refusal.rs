@@ -1,0 +1,52 @@
+//! How an admission refusal ([`Refused`]) is answered: as the HTTP response of the request that
+//! carried the message, or as a JSON-RPC error where the HTTP status is already decided (an item
+//! of a batch, a message answered on a 2024-11-05 SSE connection).
+
+use axum::body::Body;
+use axum::http::{Response, StatusCode};
+use serde_json::{Value, json};
+
+use super::headers;
+use super::state::McpState;
+use crate::admission::Refused;
+use crate::auth::bearer::Refusal;
+use crate::limits::Rejection;
+use crate::protocol::jsonrpc::{self, RequestId, RpcError, code};
+
+/// The HTTP answer: 403 with the bearer gate's `insufficient_scope` challenge, or the limit's
+/// 429 (503) with `Retry-After`.
+pub fn http(app: &McpState, refused: &Refused, id: Option<&RequestId>) -> Response<Body> {
+    match (refused, &app.auth) {
+        (Refused::Scope(refusal), Some(auth)) => super::bearer::challenge(auth, refusal),
+        (Refused::Scope(refusal), None) => headers::error(StatusCode::FORBIDDEN, id, &scope_error(refusal)),
+        (Refused::Limited(rejection), _) => limited(rejection, id),
+    }
+}
+
+/// A limit's refusal: its status (429, or 503 when limits cannot be checked), `Retry-After`,
+/// and the JSON-RPC error body.
+pub fn limited(rejection: &Rejection, id: Option<&RequestId>) -> Response<Body> {
+    let mut res = Response::new(Body::from(rejection.jsonrpc_message(id).to_string()));
+    *res.status_mut() = rejection.status();
+    let (name, value) = rejection.retry_after_header();
+    res.headers_mut().insert(name, value);
+    res.headers_mut().insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"));
+    res
+}
+
+/// The JSON-RPC error response for the refused message.
+pub fn jsonrpc(refused: &Refused, id: Option<&RequestId>) -> Value {
+    match refused {
+        Refused::Scope(refusal) => jsonrpc::error_message(id, &scope_error(refusal)),
+        Refused::Limited(rejection) => rejection.jsonrpc_message(id),
+    }
+}
+
+fn scope_error(refusal: &Refusal) -> RpcError {
+    let needed = match refusal {
+        Refusal::InsufficientScope(needed) => needed.clone(),
+        _ => Vec::new(),
+    };
+    RpcError::new(code::TRANSPORT, format!("Forbidden: this request needs the scopes {}", needed.join(" ")))
+        .with_data(json!({ "error": "insufficient_scope", "scope": needed.join(" ") }))
+}
