@@ -109,7 +109,7 @@ async fn at_the_connection_cap_the_longest_idle_connection_makes_room() {
 }
 
 /// The acceptance check: the release or debug binary under `ulimit -n 256`, its defaults
-/// otherwise, against 2,000 idle connections and 200 trickling their request head.
+/// otherwise, against up to 2,000 idle connections (fewer if this process may not open that many) and 200 trickling their request head.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_low_file_limit_a_flood_of_idle_and_slow_connections_does_not_lock_out_a_client() {
     use tokio::io::AsyncBufReadExt as _;
