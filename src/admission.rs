@@ -16,7 +16,6 @@
 //! dispatches without coming through here is a security bug: `tests/admission.rs` enumerates
 //! every entry path.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -24,59 +23,9 @@ use tracing::Instrument as _;
 
 use crate::audit::{AuditLog, AuditRecord, EventKind, Outcome};
 use crate::auth::bearer::{Authenticator, Refusal};
-use crate::limits::{Caps, ClientKey, Held, Limiter, Permit, Rejection};
-use crate::principal::Principal;
+use crate::caller::Caller;
+use crate::limits::{Caps, Held, Limiter, Permit, Rejection};
 use crate::protocol::jsonrpc::Incoming;
-use crate::telemetry::TraceContext;
-
-/// Who sent a message, as far as the transport knows: for authorization, limits and audit.
-#[derive(Clone, Debug, Default)]
-pub struct Caller {
-    pub principal: Option<Arc<Principal>>,
-    /// The HTTP request's `X-Request-Id`.
-    pub request_id: Option<Arc<str>>,
-    /// The client's address (the forwarded one behind a trusted proxy).
-    pub ip: Option<IpAddr>,
-    /// The trace: the HTTP request's, replaced by `_meta.traceparent` once the body is read.
-    pub trace: Option<TraceContext>,
-}
-
-impl Caller {
-    /// Whom limits and caps count against: the principal, else the address.
-    pub fn client_key(&self) -> Option<ClientKey> {
-        match (self.principal.as_deref(), self.ip) {
-            (Some(p), _) => Some(ClientKey::from_principal(p)),
-            (None, Some(ip)) => Some(ClientKey::from_ip(ip)),
-            (None, None) => None,
-        }
-    }
-
-    /// The span a JSON-RPC message is handled in: for a request, an `mcp` span whose trace is
-    /// `_meta.traceparent`'s when it names one (which then becomes the caller's trace).
-    pub fn message_span(&mut self, message: &Incoming) -> tracing::Span {
-        let Incoming::Request(req) = message else { return tracing::Span::none() };
-        let (span, trace) = crate::telemetry::mcp_span(&req.method, &req.params, self.trace);
-        self.trace = trace;
-        span
-    }
-
-    /// Adds who, from where, and which request to a record.
-    pub fn stamp(&self, mut record: AuditRecord) -> AuditRecord {
-        if let Some(p) = &self.principal {
-            record = record.with_principal(p);
-        }
-        if let Some(id) = &self.request_id {
-            record = record.with_request_id(id.as_ref());
-        }
-        if let Some(trace) = &self.trace {
-            record = record.with_trace_id(trace.trace_id_hex().to_string());
-        }
-        if let Some(ip) = self.ip {
-            record = record.with_client_ip(ip);
-        }
-        record
-    }
-}
 
 /// Why admission refused.
 #[derive(Debug)]
@@ -179,8 +128,7 @@ impl Admission {
     /// Writes an audit record off the request path (refusals must stay cheap).
     fn spawn_record(&self, caller: &Caller, record: AuditRecord) {
         if let Some(audit) = &self.audit {
-            let (audit, record) = (audit.clone(), caller.stamp(record));
-            tokio::spawn(async move { audit.record(record).await });
+            caller.audit_in_background(audit, record);
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod app;
 pub mod audit;
 pub mod auth;
 pub mod bus;
+pub mod caller;
 pub mod catalog;
 pub mod cluster;
 pub mod config;

@@ -14,7 +14,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("leaves", &["config", "metrics", "telemetry", "bus", "principal"]),
     (
         "core services",
-        &["store", "audit", "auth", "limits", "cluster", "session", "tool", "catalog", "server", "tooldef", "packs", "admission"],
+        &["store", "audit", "auth", "limits", "caller", "cluster", "session", "tool", "catalog", "server", "tooldef", "packs", "admission"],
     ),
     ("HTTP adapters", &["transport", "admin", "health"]),
     ("assembly", &["app"]),

@@ -1,43 +1,32 @@
-//! Who sent an admin request (the token's principal when auth is on, the request id, the
-//! peer address) and what follows every successful write: the registry catches up with the
-//! database, and the change is audited.
+//! Who sent an admin request (its [`Caller`]: the token's principal when auth is on, the
+//! request id, the client address) and what follows every successful write: the registry
+//! catches up with the database, and the change is audited.
 
 use std::convert::Infallible;
-use std::net::IpAddr;
-use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 use super::state::AdminState;
 use crate::audit::{AuditRecord, EventKind, Outcome};
-use crate::principal::Principal;
+use crate::caller::Caller;
 
 /// The sender of an admin request.
 #[derive(Clone, Debug, Default)]
-pub struct Actor {
-    /// Set by the admin gate when auth is on.
-    pub principal: Option<Arc<Principal>>,
-    pub request_id: Option<String>,
-    pub ip: Option<IpAddr>,
-}
+pub struct Actor(pub Caller);
 
 impl FromRequestParts<AdminState> for Actor {
     type Rejection = Infallible;
 
     async fn from_request_parts(parts: &mut Parts, app: &AdminState) -> Result<Self, Infallible> {
-        Ok(Self {
-            principal: parts.extensions.get::<Arc<Principal>>().cloned(),
-            request_id: parts.headers.get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned),
-            ip: app.proxies.client_of(&parts.extensions, &parts.headers),
-        })
+        Ok(Self(crate::transport::extract::caller(&app.proxies, &parts.extensions, &parts.headers)))
     }
 }
 
 impl Actor {
     /// The token's subject, recorded as `updated_by`.
     pub fn subject(&self) -> Option<&str> {
-        self.principal.as_deref().map(|p| p.subject.as_str())
+        self.0.subject()
     }
 
     /// After a successful write: reloads the database source (the registry changes and
@@ -61,15 +50,6 @@ impl Actor {
         let Some(audit) = &app.audit else { return };
         let mut record = AuditRecord::new(EventKind::AdminChange, Outcome::Ok).with_detail(detail);
         record.tool = tool.map(str::to_owned);
-        if let Some(p) = &self.principal {
-            record = record.with_principal(p);
-        }
-        if let Some(id) = &self.request_id {
-            record = record.with_request_id(id.clone());
-        }
-        if let Some(ip) = self.ip {
-            record = record.with_client_ip(ip);
-        }
-        audit.record(record).await;
+        self.0.audit(audit, record).await;
     }
 }

@@ -21,7 +21,8 @@ use crate::auth::bearer::{Authenticator, Refusal};
 /// The middleware; the [`Principal`](crate::principal::Principal) goes into the request's extensions as `Arc<Principal>`.
 pub async fn require_admin(State(app): State<AdminState>, mut request: Request, next: Next) -> Response {
     let Some(auth) = app.auth.clone() else { return next.run(request).await };
-    let ip = app.proxies.client_of(request.extensions(), request.headers());
+    let caller = crate::transport::extract::caller(&app.proxies, request.extensions(), request.headers());
+    let ip = caller.ip;
     // The same lockout as the MCP endpoint's gate.
     if let Some(rejection) = crate::transport::bearer::locked_out(app.limiter.as_ref(), &auth, ip, request.headers()) {
         let (name, value) = rejection.retry_after_header();
@@ -46,16 +47,8 @@ pub async fn require_admin(State(app): State<AdminState>, mut request: Request, 
     }
     if let (Some(audit), false) = (&app.audit, matches!(refusal, Refusal::Missing | Refusal::Unavailable)) {
         let kind = if matches!(refusal, Refusal::InsufficientScope(_)) { EventKind::AuthzDenied } else { EventKind::AuthFailure };
-        let mut record = AuditRecord::new(kind, Outcome::Denied).with_detail(format!("admin API: {}", refusal.kind()));
-        if let Some(ip) = ip {
-            record = record.with_client_ip(ip);
-        }
-        if let Some(id) = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()) {
-            record = record.with_request_id(id);
-        }
         // Off the request path: a flood of bad tokens must stay cheap to refuse.
-        let audit = audit.clone();
-        tokio::spawn(async move { audit.record(record).await });
+        caller.audit_in_background(audit, AuditRecord::new(kind, Outcome::Denied).with_detail(format!("admin API: {}", refusal.kind())));
     }
     refuse(&auth, &refusal, &app.settings.auth.required_scopes, scope)
 }

@@ -27,19 +27,15 @@ use crate::tool::{ClientCaps, ClientChannel, LogLevel, ToolRegistry};
 pub struct RequestCtx {
     pub version: ProtocolVersion,
     pub session: Option<Arc<Session>>,
-    /// Who is calling; `None` when auth is off.
-    pub principal: Option<Arc<crate::principal::Principal>>,
+    /// Who is calling, from where, in which request and trace.
+    pub caller: crate::caller::Caller,
     pub caps: ClientCaps,
     /// Threshold for log notifications; `None` sends none.
     pub log_level: Option<Arc<AtomicU8>>,
     pub channel: Arc<dyn ClientChannel>,
     /// Cancelled when the client cancels this request (or the session/stream ends).
     pub cancel: CancellationToken,
-    /// For audit records: the request id (`x-request-id`), the client address, the log.
-    pub request_id: Option<Arc<str>>,
-    /// The trace the request belongs to (`_meta.traceparent`, else the HTTP request's).
-    pub trace: Option<crate::telemetry::TraceContext>,
-    pub client_ip: Option<std::net::IpAddr>,
+    /// Where tool calls are recorded (`None`: the audit log is off).
     pub audit: Option<Arc<crate::audit::AuditLog>>,
 }
 
@@ -240,7 +236,7 @@ impl McpServer {
     /// Whether the caller may see and call `tool`: it holds every scope configured for it.
     /// Without auth everyone may.
     pub(crate) fn may_use(&self, tool: &crate::tool::RegisteredTool, ctx: &RequestCtx) -> bool {
-        let Some(principal) = &ctx.principal else { return true };
+        let Some(principal) = &ctx.caller.principal else { return true };
         let configured = self.settings.auth.tool_scopes.get(tool.name()).is_none_or(|needed| needed.iter().all(|s| principal.has_scope(s)));
         configured && tool.tool.opts.scopes.iter().all(|s| principal.has_scope(s))
     }

@@ -8,19 +8,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::builtin;
+use super::check::{self, Shape};
 use super::command::CommandTool;
 use super::error::{DefinitionErrors, FieldError, ToolErrors};
 use super::http::HttpTool;
 use super::model::{Kind, ResponseFormat, ToolDef};
 use super::{BuildCtx, ToolsFile};
 use crate::config::Settings;
-use crate::tool::{Icon, Origin, Tool};
-
-/// Longest timeout a definition may set: longer work belongs in a task, not a call.
-const MAX_TIMEOUT_SECS: u64 = 3600;
+use crate::tool::{Origin, Tool};
 
 /// One definition as read, before compiling: the raw JSON (the fingerprint, and what the
 /// admin API returns) and where it came from.
@@ -165,68 +162,31 @@ pub fn compile_all(raws: &[RawDef], settings: &Settings, origin: Origin, source:
 pub fn compile(raw: &RawDef, settings: &Settings, origin: Origin) -> Result<Compiled, Vec<FieldError>> {
     let def = parse_def(raw).map_err(|e| vec![e])?;
     let mut errors = Vec::new();
-    if let Err(e) = crate::tool::validate_name(&def.name) {
-        errors.push(FieldError::new("name", e));
-    }
-    let kind = match def.kind() {
-        Ok(kind) => kind,
-        Err(e) => {
-            errors.push(FieldError::new("definition", e));
-            return Err(errors);
+    let Some(shape) = check::shape(&def, settings, &mut errors) else { return Err(errors) };
+    let kind = shape.kind;
+    match build(&def, shape, raw, settings) {
+        Ok(tool) if errors.is_empty() => Ok(Compiled {
+            name: def.name.clone(),
+            enabled: def.enabled,
+            kind,
+            tool: def.enabled.then(|| finish(tool, &def, &raw.value, origin)),
+        }),
+        Ok(_) => Err(errors),
+        Err(kind_errors) => {
+            errors.extend(kind_errors);
+            Err(errors)
         }
-    };
-    let builtin_base = match (&def.builtin, kind) {
-        (Some(spec), Kind::Builtin) => match builtin::tool(spec, settings) {
-            Ok(tool) => Some(tool),
-            Err(e) => {
-                errors.push(e);
-                return Err(errors);
-            }
-        },
-        _ => None,
-    };
-    let description = match (&def.description, &builtin_base) {
-        (Some(d), _) if d.trim().is_empty() => {
-            errors.push(FieldError::new("description", "must not be empty: say what the tool does, when to use it, and give an example"));
-            String::new()
-        }
-        (Some(d), _) => d.clone(),
-        (None, Some(base)) => base.descriptor().description.clone(),
-        (None, None) => {
-            errors.push(FieldError::new("description", "is required: say what the tool does, when to use it, and give an example"));
-            String::new()
-        }
-    };
-    let mut input_schema = match (&def.input_schema, &builtin_base) {
-        (Some(_), Some(_)) => {
-            errors.push(FieldError::new("input_schema", "a builtin tool's input schema is fixed; leave it out"));
-            Value::Null
-        }
-        (Some(s), None) => s.clone(),
-        (None, Some(base)) => base.descriptor().input_schema.clone(),
-        (None, None) => json!({"type": "object", "additionalProperties": false}),
-    };
-    if def.response_format_argument && builtin_base.is_none() {
-        add_response_format(&mut input_schema, def.response_format, &mut errors);
     }
-    let schema_ok = check_schema(&input_schema, "input_schema", &mut errors);
-    if let Some(out) = &def.output_schema {
-        check_schema(out, "output_schema", &mut errors);
-    }
-    check_common(&def, settings, &mut errors);
-    // A command's structured result exists only in the JSON format (its Markdown result is
-    // the program's output), and a declared output schema needs one on every success.
-    if kind == Kind::Command && def.output_schema.is_some() && (def.response_format != ResponseFormat::Json || def.response_format_argument)
-    {
-        errors.push(FieldError::new(
-            "output_schema",
-            "a command tool with an output schema must use response_format = \"json\" without response_format_argument: its Markdown results carry no structured content",
-        ));
-    }
-    if !schema_ok {
-        return Err(errors);
-    }
+}
 
+/// The tool a checked definition describes: the builtin it reconfigures, or its kind (http,
+/// command) built from its section, served with the definition's response format.
+fn build(def: &ToolDef, shape: Shape, raw: &RawDef, settings: &Settings) -> Result<Tool, Vec<FieldError>> {
+    let Shape { kind, base, description, input_schema } = shape;
+    if let Some(base) = base {
+        let name = def.name.clone();
+        return Ok(base.reconfigure(|b| b.rename(name).description(description)));
+    }
     let cx = BuildCtx {
         tool: &def.name,
         input_schema: &input_schema,
@@ -234,39 +194,18 @@ pub fn compile(raw: &RawDef, settings: &Settings, origin: Origin) -> Result<Comp
         base_dir: &raw.base_dir,
         settings: &settings.tools,
     };
-    let format = def.response_format;
-    let offered = def.response_format_argument;
-    let builder = match builtin_base {
-        Some(base) => {
-            let name = def.name.clone();
-            Ok(base.reconfigure(|b| b.rename(name).description(description)))
-        }
-        None => {
-            let builder = Tool::builder(def.name.clone(), description).input_schema(input_schema.clone());
-            match kind {
-                Kind::Http => def.http.as_ref().map(|spec| {
-                    HttpTool::build(spec, &cx).map(|t| serve(builder, t, format, offered, |t, ctx, f| async move { t.call(&ctx, f).await }))
-                }),
-                Kind::Command => def.command.as_ref().map(|spec| {
-                    CommandTool::build(spec, &cx)
-                        .map(|t| serve(builder, t, format, offered, |t, ctx, f| async move { t.call(&ctx, f).await }))
-                }),
-                Kind::Builtin => None,
-            }
-            .unwrap_or_else(|| Err(vec![FieldError::new(kind.as_str(), "missing")]))
-        }
-    };
-    let tool = match builder {
-        Ok(tool) => tool,
-        Err(kind_errors) => {
-            errors.extend(kind_errors);
-            return Err(errors);
-        }
-    };
-    if !errors.is_empty() {
-        return Err(errors);
+    let (format, offered) = (def.response_format, def.response_format_argument);
+    let builder = Tool::builder(def.name.clone(), description).input_schema(input_schema.clone());
+    match kind {
+        Kind::Http => def.http.as_ref().map(|spec| {
+            HttpTool::build(spec, &cx).map(|t| serve(builder, t, format, offered, |t, ctx, f| async move { t.call(&ctx, f).await }))
+        }),
+        Kind::Command => def.command.as_ref().map(|spec| {
+            CommandTool::build(spec, &cx).map(|t| serve(builder, t, format, offered, |t, ctx, f| async move { t.call(&ctx, f).await }))
+        }),
+        Kind::Builtin => None,
     }
-    Ok(Compiled { name: def.name.clone(), enabled: def.enabled, kind, tool: def.enabled.then(|| finish(tool, &def, &raw.value, origin)) })
+    .unwrap_or_else(|| Err(vec![FieldError::new(kind.as_str(), "missing")]))
 }
 
 /// A built kind as the tool's handler: each call gets the response format it asked for.
@@ -332,83 +271,4 @@ fn fingerprint(raw: &Value) -> u64 {
     raw.to_string().hash(&mut h);
     // 0 means "no definition" (tools from code), which always counts as changed.
     h.finish().max(1)
-}
-
-/// Adds the `response_format` argument unless the schema already declares one.
-fn add_response_format(schema: &mut Value, default: ResponseFormat, errors: &mut Vec<FieldError>) {
-    let Some(props) = schema.as_object_mut().map(|o| o.entry("properties").or_insert_with(|| json!({}))) else { return };
-    let Some(props) = props.as_object_mut() else {
-        errors.push(FieldError::new("input_schema.properties", "must be an object"));
-        return;
-    };
-    let default = match default {
-        ResponseFormat::Markdown => "markdown",
-        ResponseFormat::Json => "json",
-    };
-    props.entry("response_format").or_insert_with(|| {
-        json!({
-            "type": "string",
-            "enum": ["markdown", "json"],
-            "default": default,
-            "description": "\"markdown\" for readable text, \"json\" for structured data"
-        })
-    });
-}
-
-fn check_schema(schema: &Value, field: &str, errors: &mut Vec<FieldError>) -> bool {
-    if let Err(e) = crate::tool::schema::require_object_root(schema, field) {
-        errors.push(FieldError::new(field, e));
-        return false;
-    }
-    if let Err(e) = crate::tool::schema::compile(schema) {
-        errors.push(FieldError::new(field, e));
-        return false;
-    }
-    true
-}
-
-fn check_common(def: &ToolDef, settings: &Settings, errors: &mut Vec<FieldError>) {
-    if let Some(title) = &def.title
-        && title.trim().is_empty()
-    {
-        errors.push(FieldError::new("title", "must not be empty when given"));
-    }
-    if let Some(secs) = def.timeout_secs
-        && !(1..=MAX_TIMEOUT_SECS).contains(&secs)
-    {
-        errors.push(FieldError::new("timeout_secs", format!("must be between 1 and {MAX_TIMEOUT_SECS}")));
-    }
-    if def.concurrency == Some(0) {
-        errors.push(FieldError::new("concurrency", "must be at least 1"));
-    }
-    if let Some(chars) = def.char_limit
-        && chars < 100
-    {
-        errors.push(FieldError::new("char_limit", "must be at least 100"));
-    }
-    for (i, scope) in def.scopes.iter().enumerate() {
-        if scope.is_empty() || scope.chars().any(|c| c.is_whitespace() || c == '"' || c == '\\') {
-            errors.push(FieldError::new(format!("scopes[{i}]"), "a scope is one non-empty word without spaces, quotes or backslashes"));
-        }
-    }
-    if let Some(limit) = &def.rate_limit
-        && let Err(e) = settings.limits.validate_tool("rate_limit", limit)
-    {
-        errors.push(FieldError::new("rate_limit", e));
-    }
-    for (i, icon) in def.icons.iter().enumerate() {
-        check_icon(icon, &format!("icons[{i}]"), errors);
-    }
-    if let Some(audit) = &def.audit_arguments
-        && audit.redact.iter().any(String::is_empty)
-    {
-        errors.push(FieldError::new("audit_arguments.redact", "field names must not be empty"));
-    }
-}
-
-fn check_icon(icon: &Icon, field: &str, errors: &mut Vec<FieldError>) {
-    let ok = icon.src.starts_with("https://") || icon.src.starts_with("data:image/");
-    if !ok {
-        errors.push(FieldError::new(format!("{field}.src"), "must be an https: URL or a data:image/ URI"));
-    }
 }

@@ -7,6 +7,7 @@
 //! changes nothing, and the error names the file, the tool and the field.
 
 pub mod builtin;
+mod check;
 pub mod command;
 mod compile;
 pub mod db;

@@ -51,7 +51,8 @@ pub async fn require(State(app): State<BearerGate>, mut request: Request, next: 
     if request.method() == axum::http::Method::OPTIONS {
         return next.run(request).await;
     }
-    let ip = app.proxies.client_of(request.extensions(), request.headers());
+    let caller = super::extract::caller(&app.proxies, request.extensions(), request.headers());
+    let ip = caller.ip;
     if let Some(rejection) = locked_out(app.limiter.as_ref(), &auth, ip, request.headers()) {
         tracing::info!(ip = ?ip, "request refused: too many failed authentication attempts");
         crate::metrics::record::rate_limited(rejection.reason.as_str());
@@ -78,19 +79,8 @@ pub async fn require(State(app): State<BearerGate>, mut request: Request, next: 
             if let (Some(audit), false) = (&app.audit, matches!(refusal, Refusal::Missing | Refusal::Unavailable)) {
                 use crate::audit::{AuditRecord, EventKind, Outcome};
                 let kind = if matches!(refusal, Refusal::InsufficientScope(_)) { EventKind::AuthzDenied } else { EventKind::AuthFailure };
-                let mut record = AuditRecord::new(kind, Outcome::Denied).with_detail(refusal.kind());
-                if let Some(ip) = ip {
-                    record = record.with_client_ip(ip);
-                }
-                if let Some(id) = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()) {
-                    record = record.with_request_id(id);
-                }
-                if let Some(trace) = request.extensions().get::<crate::telemetry::TraceContext>() {
-                    record = record.with_trace_id(trace.trace_id_hex().to_string());
-                }
                 // Off the request path: a flood of bad tokens must stay cheap to refuse.
-                let audit = audit.clone();
-                tokio::spawn(async move { audit.record(record).await });
+                caller.audit_in_background(audit, AuditRecord::new(kind, Outcome::Denied).with_detail(refusal.kind()));
             }
             challenge(&auth, &refusal)
         }

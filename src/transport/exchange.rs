@@ -91,7 +91,7 @@ impl ClientChannel for FrameChannel {
 pub struct Spec {
     pub version: ProtocolVersion,
     pub session: Option<Arc<Session>>,
-    pub principal: Option<Arc<crate::principal::Principal>>,
+    pub caller: crate::caller::Caller,
     pub caps: ClientCaps,
     pub log_level: Option<Arc<AtomicU8>>,
     pub cancel: CancellationToken,
@@ -99,10 +99,6 @@ pub struct Spec {
     pub client_timeout: Duration,
     /// Maps a JSON-RPC error code to the HTTP status of a plain-JSON answer.
     pub status_of: fn(i32) -> StatusCode,
-    pub request_id: Option<Arc<str>>,
-    /// The trace the request belongs to, for its audit record.
-    pub trace: Option<crate::telemetry::TraceContext>,
-    pub client_ip: Option<std::net::IpAddr>,
     pub audit: Option<Arc<crate::audit::AuditLog>>,
 }
 
@@ -115,14 +111,11 @@ pub fn start(server: Arc<McpServer>, request: Request, spec: Spec) -> mpsc::Rece
     let ctx = RequestCtx {
         version: spec.version,
         session: spec.session,
-        principal: spec.principal,
+        caller: spec.caller,
         caps: spec.caps,
         log_level: spec.log_level,
         channel,
         cancel: spec.cancel,
-        request_id: spec.request_id,
-        trace: spec.trace,
-        client_ip: spec.client_ip,
         audit: spec.audit,
     };
     let status_of = spec.status_of;

@@ -6,12 +6,13 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::extract::{FromRef, FromRequestParts};
-use axum::http::HeaderName;
 use axum::http::request::Parts;
+use axum::http::{Extensions, HeaderMap, HeaderName};
 
+use super::client_ip::TrustedProxies;
 use super::headers;
 use super::state::McpState;
-use crate::admission::Caller;
+use crate::caller::Caller;
 use crate::principal::Principal;
 use crate::telemetry::TraceContext;
 
@@ -25,12 +26,18 @@ where
     type Rejection = Infallible;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Infallible> {
-        let app = McpState::from_ref(state);
-        Ok(Caller {
-            principal: parts.extensions.get::<Arc<Principal>>().cloned(),
-            request_id: headers::get(&parts.headers, &REQUEST_ID).map(Arc::from),
-            ip: app.proxies.client_of(&parts.extensions, &parts.headers),
-            trace: parts.extensions.get::<TraceContext>().copied(),
-        })
+        Ok(caller(&McpState::from_ref(state).proxies, &parts.extensions, &parts.headers))
+    }
+}
+
+/// The caller of a request with these extensions and headers: the principal once the bearer
+/// gate has put one there, the client address through `proxies`, the request id, the trace.
+/// The gates use it before authentication; handlers get it as an extractor.
+pub fn caller(proxies: &TrustedProxies, extensions: &Extensions, headers: &HeaderMap) -> Caller {
+    Caller {
+        principal: extensions.get::<Arc<Principal>>().cloned(),
+        request_id: headers::get(headers, &REQUEST_ID).map(Arc::from),
+        ip: proxies.client_of(extensions, headers),
+        trace: extensions.get::<TraceContext>().copied(),
     }
 }

@@ -49,7 +49,7 @@ pub fn status_of(code: i32) -> StatusCode {
     }
 }
 
-pub(crate) async fn post(app: &McpState, headers: &HeaderMap, message: Incoming, caller: crate::admission::Caller) -> Response<Body> {
+pub(crate) async fn post(app: &McpState, headers: &HeaderMap, message: Incoming, caller: crate::caller::Caller) -> Response<Body> {
     let req = match message {
         // Modern clients send no session notifications that need work; accept and drop.
         Incoming::Notification(_) => return headers::accepted(),
@@ -75,16 +75,13 @@ pub(crate) async fn post(app: &McpState, headers: &HeaderMap, message: Incoming,
         Spec {
             version: checked.version,
             session: None,
-            principal: caller.principal.clone(),
+            caller,
             caps: checked.caps,
             log_level: checked.log_level,
             cancel: cancel.clone(),
             buffer: app.settings.sse.stream_buffer,
             client_timeout: app.sessions.client_request_timeout(),
             status_of,
-            request_id: caller.request_id.clone(),
-            trace: caller.trace,
-            client_ip: caller.ip,
             audit: app.audit.clone(),
         },
     );
@@ -246,7 +243,7 @@ fn decode_header_value(raw: &str) -> Option<String> {
 /// `subscriptions/listen`: acknowledges at once, then carries the requested change
 /// notifications until the client closes it or the server shuts down. The request was admitted
 /// as a message; the stream also takes a slot under the client's cap.
-fn listen(app: &McpState, req: &Request, caller: &crate::admission::Caller) -> Response<Body> {
+fn listen(app: &McpState, req: &Request, caller: &crate::caller::Caller) -> Response<Body> {
     let Some(notifications) = req.params.get("notifications").and_then(Value::as_object) else {
         let e = RpcError::invalid_params("subscriptions/listen needs a \"notifications\" object naming what to listen for");
         return headers::error(StatusCode::OK, Some(&req.id), &e);

@@ -13,7 +13,7 @@ use super::exchange::{self, Answer, Frame, Spec};
 use super::headers::Rejection;
 use super::state::McpState;
 use super::{headers, modern, refusal, sse};
-use crate::admission::Caller;
+use crate::caller::Caller;
 use crate::limits::Held;
 use crate::metrics::McpEra;
 use crate::principal::Principal;
@@ -209,14 +209,11 @@ pub(crate) fn start_on_session(
             caps: session.caps(),
             log_level: Some(session.log_level.clone()),
             session: Some(session.clone()),
-            principal: caller.principal.clone(),
+            caller: caller.clone(),
             cancel,
             buffer: app.settings.sse.stream_buffer,
             client_timeout: app.sessions.client_request_timeout(),
             status_of: exchange::legacy_status,
-            request_id: caller.request_id.clone(),
-            trace: caller.trace,
-            client_ip: caller.ip,
             audit: app.audit.clone(),
         },
     )
