@@ -165,25 +165,29 @@ async fn with_a_low_file_limit_a_flood_of_idle_and_slow_connections_does_not_loc
     });
     let slow: Vec<_> = slow.collect();
 
-    let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().expect("client");
+    // Lockout, the defect this guards against, is no answer at all while the flood lasts
+    // (the flood is held until the end). The bound leaves room for a loaded CI machine.
+    let bound = Duration::from_secs(3);
+    let client = reqwest::Client::builder().pool_max_idle_per_host(0).timeout(bound).build().expect("client");
     for round in 0..5 {
         let started = Instant::now();
-        let health = tokio::time::timeout(Duration::from_secs(1), client.get(format!("http://{addr}/healthz")).send()).await;
-        assert!(health.is_ok_and(|r| r.is_ok_and(|r| r.status() == 200)), "round {round}: /healthz within a second");
+        let health = client.get(format!("http://{addr}/healthz")).send().await.map(|r| r.status());
+        assert!(health.as_ref().is_ok_and(|s| *s == 200), "round {round}: /healthz after {:?}: {health:?}", started.elapsed());
         let discover = serde_json::json!({"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{
             "io.modelcontextprotocol/protocolVersion": common::MODERN, "io.modelcontextprotocol/clientCapabilities": {}}}});
-        let call = client
+        let started = Instant::now();
+        let answered = client
             .post(format!("http://{addr}/mcp"))
             .header("content-type", "application/json")
             .header("accept", common::ACCEPT_BOTH)
             .header("mcp-protocol-version", common::MODERN)
             .header("mcp-method", "server/discover")
             .body(discover.to_string())
-            .send();
+            .send()
+            .await
+            .map(|r| r.status());
         // The server runs on its defaults, dev tokens included: a 401 is an answer too.
-        let answered = tokio::time::timeout(Duration::from_secs(1), call).await;
-        assert!(answered.is_ok_and(|r| r.is_ok()), "round {round}: an MCP request is answered within a second");
-        assert!(started.elapsed() < Duration::from_secs(2));
+        assert!(answered.is_ok(), "round {round}: an MCP request after {:?}: {answered:?}", started.elapsed());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     for task in slow {
