@@ -13,7 +13,7 @@
 //!
 //! Refusals are counted and audited here; the transports only render them ([`Refused`] as an
 //! HTTP answer, or as a JSON-RPC error inside a batch or an open stream). A path that
-//! dispatches without coming through here is a security bug: `tests/admission.rs` enumerates
+//! dispatches without coming through here is a security bug: `tests/api/admission.rs` enumerates
 //! every entry path.
 
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! `X-Forwarded-For` gets its own rate-limit budget; without it the header is ignored, so a
 //! client cannot choose whose budget it spends.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use serde_json::json;

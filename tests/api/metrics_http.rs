@@ -6,7 +6,7 @@
 //! Counters are process-wide and the tests of this file may share a process, so they assert
 //! lower bounds or deltas; the tests run one at a time so that gauges are exact.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

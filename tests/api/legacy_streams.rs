@@ -2,7 +2,7 @@
 //! `Last-Event-ID`, cancellation, server-to-client requests, the GET stream's
 //! `list_changed` fan-out, the 2024-11-05 HTTP+SSE transport, and shutdown.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,7 +4,7 @@
 //! with its closing frame, lets a call that fits in the grace period finish, stops one that
 //! does not, exits within the grace period and loses no audit record.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,6 +1,6 @@
 //! The audit log against real databases: SQLite in a tempdir, Postgres in a database of its own.
 
-mod audit_support;
+use crate::audit_support;
 
 use std::time::Duration;
 

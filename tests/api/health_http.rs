@@ -1,8 +1,7 @@
 //! Readiness over real HTTP: ready only when the database answers and tokens can be verified
 //! (issuer keys fetched at least once), and it follows the database going away and back.
 
-mod audit_support;
-mod common;
+use crate::{audit_support, common};
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! per address, and the in-stream refusal on the 2024-11-05 transport. Bursts are tiny, so
 //! they run out at once and no test waits for a clock.
 
-mod common;
+use crate::common;
 
 use common::idp::{Issuer, RESOURCE};
 use common::{SseReader, TestServer};

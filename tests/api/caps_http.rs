@@ -2,7 +2,7 @@
 //! streams of a kind than `sse.max_streams_per_client`, another client is not affected, and
 //! ending a session or closing a stream gives its slot back.
 
-mod common;
+use crate::common;
 
 use common::idp::Issuer;
 use common::{SseReader, TestServer, open_get};

@@ -1,7 +1,7 @@
 //! Postgres goes away in the middle of a load (a TCP proxy between the pool and the server is
 //! cut, then restored): every record ends in the database exactly once and the spool empties.
 
-mod audit_support;
+use crate::audit_support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! room; and, against the real binary with a lowered open-file limit, thousands of idle and
 //! slow connections do not keep `/healthz` or a normal client from an answer within a second.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

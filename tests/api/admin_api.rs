@@ -4,8 +4,7 @@
 //! documents, and the behaviour that matters most: a definition written here is served at
 //! once, announced to live sessions, and audited.
 
-mod audit_support;
-mod common;
+use crate::{audit_support, common};
 
 use std::time::Duration;
 

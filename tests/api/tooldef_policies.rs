@@ -1,7 +1,7 @@
 //! The common settings of a definition take effect on the running server: its own rate limit,
 //! its audit redaction, its timeout and its character limit.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! The tool execution layer over real HTTP: timeouts that really stop the work, bounded
 //! concurrency with a clear refusal when the queue is full, and output truncation.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;

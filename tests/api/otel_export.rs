@@ -3,9 +3,7 @@
 //! stub on loopback that keeps every POST to `/v1/traces`; the trace ids are looked up as raw
 //! bytes in the protobuf bodies (a protobuf `bytes` field is stored verbatim).
 
-#![cfg(feature = "otel")]
-
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -2,7 +2,7 @@
 //! re-read (on change and on SIGHUP); a valid change reaches every GET stream as
 //! `list_changed`; an invalid one keeps the previous tools and says exactly what is wrong.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

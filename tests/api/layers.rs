@@ -3,7 +3,7 @@
 //! those below; top-level modules import each other without cycles; only the HTTP adapters and
 //! the assembly name axum types. ARCHITECTURE.md draws the picture; this test keeps it true.
 //!
-//! Run alone: `cargo test --test layers -- --nocapture` prints the module graph.
+//! Run alone: `cargo test --test api layers:: -- --nocapture` prints the module graph.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -6,10 +6,8 @@
 //!
 //! Metric assertions read the process-wide recorder, so run these with nextest (one process
 //! per test), as the rest of the suite.
-//!
-//! Latency measurements: `cargo test --release --test limits_redis -- --ignored --nocapture`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};

@@ -1,6 +1,6 @@
 //! The store: backend by URL scheme, SQLite defaults, Postgres migrations, refused schemes.
 
-mod audit_support;
+use crate::audit_support;
 
 use audit_support::{PgDb, pg_settings, sqlite_settings};
 use toolgate::config::{Secret, Settings};

@@ -4,7 +4,7 @@
 //! DELETE), spends the client's budget first, and shows the path is refused; the scope tests do
 //! the same for a method scope. A new entry path needs a test here.
 
-mod common;
+use crate::common;
 
 use common::idp::Issuer;
 use common::{MODERN, SseReader, TestServer, open_get};

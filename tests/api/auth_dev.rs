@@ -2,7 +2,7 @@
 //! server in dev mode; tokens signed with any other key are not; dev mode never serves on a
 //! public address by accident.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use toolgate::auth::settings::AuthMode;

@@ -1,7 +1,7 @@
 //! The audit log through the whole server: every `tools/call` and every security event
 //! becomes one record, with the right outcome, and shutdown flushes them all to the database.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! scopes, hidden tools, principal-bound sessions, and that a token for another resource
 //! works nowhere.
 
-mod common;
+use crate::common;
 
 use common::TestServer;
 use common::idp::{Issuer, RESOURCE};

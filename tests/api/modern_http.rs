@@ -2,7 +2,7 @@
 //! spec probes it, header rules, result decoration, `subscriptions/listen`, cancellation by
 //! closing the response stream, and MRTR (`input_required`) with signed request state.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,7 +1,7 @@
 //! Legacy era (2025-11-25 and older) over real HTTP: sessions, version rules, content
 //! negotiation, JSON-RPC hygiene and every HTTP status the transport can answer.
 
-mod common;
+use crate::common;
 
 use common::{ACCEPT_BOTH, TestServer, response_json};
 use serde_json::{Value, json};

@@ -4,8 +4,7 @@
 //! GET streams, a client's answer to a call waiting on another replica, cancellation, log
 //! level, DELETE, the 2024-11-05 transport), with no load-balancer affinity.
 
-mod audit_support;
-mod common;
+use crate::{audit_support, common};
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Opaque tokens through RFC 7662 introspection, over real HTTP: an introspection endpoint on
 //! loopback that checks toolgate's client credentials, answers per token, and counts calls.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -4,7 +4,7 @@
 //! (SEP-414), audit records carry the same trace id, and no line holds the bearer token or an
 //! argument value. One test: the subscriber is global to the test process.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,0 +1,48 @@
+//! The integration tests, linked as one binary (one link instead of one per file): each
+//! module is one concern, tested over real HTTP, a real database or a real process where
+//! that is what the rule is about. Shared harnesses: [`common`] (servers, clients, tokens,
+//! SSE readers) and [`audit_support`] (audit stores on SQLite and Postgres).
+//!
+//! Metric and log assertions read process-wide state, so the suite runs under nextest (one
+//! process per test): `cargo nextest run`. One module: `cargo nextest run -E 'test(/^layers::/)'`.
+
+mod audit_support;
+mod common;
+
+mod admin_api;
+mod admission;
+mod audit_http;
+mod audit_log;
+mod audit_outage;
+mod audit_record;
+mod auth_dev;
+mod auth_http;
+mod auth_introspection;
+mod auth_jwt;
+mod caps_http;
+mod client_ip_http;
+mod cluster_pg;
+mod connections;
+mod execution;
+mod health_http;
+mod layers;
+mod legacy_http;
+mod legacy_streams;
+mod limits_http;
+mod limits_local;
+mod limits_memory;
+mod limits_redis;
+mod limits_rejection;
+mod limits_settings;
+mod metrics_http;
+mod modern_http;
+#[cfg(feature = "otel")]
+mod otel_export;
+mod shutdown;
+mod store_connect;
+mod telemetry_logs;
+mod tooldef_command;
+mod tooldef_compile;
+mod tooldef_http;
+mod tooldef_policies;
+mod tooldef_reload;
