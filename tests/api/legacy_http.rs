@@ -34,24 +34,42 @@ async fn initialize_without_version_is_invalid_params() {
     assert_eq!(v["id"], "a");
 }
 
+const LIST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+const INIT_2025_11_25: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
 #[tokio::test]
-async fn session_rules_400_404_and_delete() {
+async fn a_request_without_a_session_header_gets_400() {
     let s = TestServer::start().await;
-    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
-    assert_eq!(s.post(list, &[]).await.status(), 400, "no session header");
-    let res = s.post(list, &[("mcp-session-id", "not-a-session")]).await;
+    assert_eq!(s.post(LIST, &[]).await.status(), 400);
+}
+
+#[tokio::test]
+async fn an_unknown_session_gets_404_with_a_json_rpc_error_and_no_null_id() {
+    let s = TestServer::start().await;
+    let res = s.post(LIST, &[("mcp-session-id", "not-a-session")]).await;
     assert_eq!(res.status(), 404);
     let v: Value = res.json().await.expect("json");
     assert_eq!(v["error"]["code"], -32001);
     assert!(v.get("id").is_none(), "never id: null");
+}
 
+#[tokio::test]
+async fn delete_ends_a_session_and_later_requests_get_404() {
+    let s = TestServer::start().await;
     let sid = s.initialize("2025-11-25").await;
-    assert_eq!(s.post(list, &[("mcp-session-id", &sid)]).await.status(), 200);
+    assert_eq!(s.post(LIST, &[("mcp-session-id", &sid)]).await.status(), 200);
     let del = s.client.delete(s.url("/mcp")).header("mcp-session-id", &sid).send().await.expect("delete");
     assert_eq!(del.status(), 200);
-    assert_eq!(s.post(list, &[("mcp-session-id", &sid)]).await.status(), 404, "terminated session");
-    let del = s.client.delete(s.url("/mcp")).header("mcp-session-id", &sid).send().await.expect("delete");
-    assert_eq!(del.status(), 404);
+    assert_eq!(s.post(LIST, &[("mcp-session-id", &sid)]).await.status(), 404, "terminated session");
+}
+
+#[tokio::test]
+async fn deleting_an_ended_session_gets_404() {
+    let s = TestServer::start().await;
+    let sid = s.initialize("2025-11-25").await;
+    let delete = || s.client.delete(s.url("/mcp")).header("mcp-session-id", &sid).send();
+    assert_eq!(delete().await.expect("delete").status(), 200);
+    assert_eq!(delete().await.expect("delete").status(), 404);
 }
 
 #[tokio::test]
@@ -67,58 +85,63 @@ async fn second_initialize_on_a_live_session_is_refused_but_a_stale_id_is_not() 
 }
 
 #[tokio::test]
-async fn protocol_version_header_rules() {
+async fn an_unsupported_protocol_version_header_gets_400() {
     let s = TestServer::start().await;
     let sid = s.initialize("2025-11-25").await;
-    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
-    assert_eq!(s.post(list, &[("mcp-session-id", &sid), ("mcp-protocol-version", "1999-01-01")]).await.status(), 400);
-    assert_eq!(
-        s.post(list, &[("mcp-session-id", &sid), ("mcp-protocol-version", "2025-03-26")]).await.status(),
-        200,
-        "V-05: a supported, different value is accepted"
-    );
-    assert_eq!(s.post(list, &[("mcp-session-id", &sid)]).await.status(), 200, "absent header is fine");
+    assert_eq!(s.post(LIST, &[("mcp-session-id", &sid), ("mcp-protocol-version", "1999-01-01")]).await.status(), 400);
 }
 
 #[tokio::test]
-async fn content_negotiation_and_methods() {
+async fn a_supported_protocol_version_header_other_than_the_sessions_is_accepted() {
+    // V-05
     let s = TestServer::start().await;
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-    let only_json = s
-        .client
-        .post(s.url("/mcp"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .body(init)
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(only_json.status(), 406);
-    let q_zero = s
-        .client
-        .post(s.url("/mcp"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream;q=0")
-        .body(init)
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(q_zero.status(), 406, "q=0 refuses a type");
-    let text = s
-        .client
-        .post(s.url("/mcp"))
-        .header("content-type", "text/plain")
-        .header("accept", ACCEPT_BOTH)
-        .body(init)
-        .send()
-        .await
-        .expect("sent");
-    assert_eq!(text.status(), 415);
+    let sid = s.initialize("2025-11-25").await;
+    assert_eq!(s.post(LIST, &[("mcp-session-id", &sid), ("mcp-protocol-version", "2025-03-26")]).await.status(), 200);
+}
+
+#[tokio::test]
+async fn an_absent_protocol_version_header_is_accepted() {
+    let s = TestServer::start().await;
+    let sid = s.initialize("2025-11-25").await;
+    assert_eq!(s.post(LIST, &[("mcp-session-id", &sid)]).await.status(), 200);
+}
+
+async fn post_initialize(s: &TestServer, content_type: &str, accept: &str) -> reqwest::StatusCode {
+    let res = s.client.post(s.url("/mcp")).header("content-type", content_type).header("accept", accept).body(INIT_2025_11_25).send();
+    res.await.expect("sent").status()
+}
+
+#[tokio::test]
+async fn a_post_that_does_not_accept_event_streams_gets_406() {
+    let s = TestServer::start().await;
+    assert_eq!(post_initialize(&s, "application/json", "application/json").await, 406);
+}
+
+#[tokio::test]
+async fn an_accept_with_q_zero_refuses_that_type() {
+    let s = TestServer::start().await;
+    assert_eq!(post_initialize(&s, "application/json", "application/json, text/event-stream;q=0").await, 406);
+}
+
+#[tokio::test]
+async fn a_body_that_is_not_json_gets_415() {
+    let s = TestServer::start().await;
+    assert_eq!(post_initialize(&s, "text/plain", ACCEPT_BOTH).await, 415);
+}
+
+#[tokio::test]
+async fn other_http_methods_get_405_with_allow() {
+    let s = TestServer::start().await;
     let put = s.client.put(s.url("/mcp")).send().await.expect("sent");
     assert_eq!(put.status(), 405);
     assert_eq!(put.headers()["allow"], "GET, POST, DELETE");
+}
+
+#[tokio::test]
+async fn a_get_without_a_session_has_no_stream() {
+    let s = TestServer::start().await;
     let get = s.client.get(s.url("/mcp")).header("accept", "text/event-stream").send().await.expect("sent");
-    assert_eq!(get.status(), 405, "GET without a session has no stream");
+    assert_eq!(get.status(), 405);
 }
 
 #[tokio::test]
@@ -199,24 +222,73 @@ async fn batches_only_for_2025_03_26_sessions() {
 }
 
 #[tokio::test]
-async fn methods_and_errors() {
+async fn ping_answers_an_empty_result() {
     let s = TestServer::start().await;
     let sid = s.initialize("2025-11-25").await;
     assert_eq!(s.call(&sid, 1, "ping", json!({})).await["result"], json!({}));
+}
+
+#[tokio::test]
+async fn an_unknown_method_gets_32601() {
+    let s = TestServer::start().await;
+    let sid = s.initialize("2025-11-25").await;
     assert_eq!(s.call(&sid, 2, "no/such/method", json!({})).await["error"]["code"], -32601);
+}
+
+#[tokio::test]
+async fn a_method_of_an_undeclared_capability_gets_32601() {
+    let s = TestServer::start().await;
+    let sid = s.initialize("2025-11-25").await;
     assert_eq!(s.call(&sid, 3, "resources/list", json!({})).await["error"]["code"], -32601, "no resources declared");
+}
+
+#[tokio::test]
+async fn set_level_takes_only_syslog_levels() {
+    let s = TestServer::start().await;
+    let sid = s.initialize("2025-11-25").await;
     assert_eq!(s.call(&sid, 4, "logging/setLevel", json!({"level":"verbose"})).await["error"]["code"], -32602);
     assert_eq!(s.call(&sid, 5, "logging/setLevel", json!({"level":"error"})).await["result"], json!({}));
+}
+
+#[tokio::test]
+async fn a_garbled_cursor_gets_32602() {
+    let s = TestServer::start().await;
+    let sid = s.initialize("2025-11-25").await;
     assert_eq!(s.call(&sid, 6, "tools/list", json!({"cursor":"garbage"})).await["error"]["code"], -32602);
+}
+
+#[tokio::test]
+async fn an_unknown_tool_gets_32602_naming_it() {
+    let s = TestServer::start().await;
+    let sid = s.initialize("2025-11-25").await;
     let unknown = s.call(&sid, 7, "tools/call", json!({"name":"nope"})).await;
     assert_eq!(unknown["error"]["code"], -32602);
     assert!(unknown["error"]["message"].as_str().unwrap_or("").contains("nope"));
+}
+
+#[tokio::test]
+async fn a_call_without_a_name_or_with_non_object_arguments_gets_32602() {
+    let s = TestServer::start().await;
+    let sid = s.initialize("2025-11-25").await;
     assert_eq!(s.call(&sid, 8, "tools/call", json!({})).await["error"]["code"], -32602, "missing name");
-    assert_eq!(s.call(&sid, 9, "tools/call", json!({"name":"calculate_sum","arguments":[1]})).await["error"]["code"], -32602);
+    let array_args = json!({"name":"calculate_sum","arguments":[1]});
+    assert_eq!(s.call(&sid, 9, "tools/call", array_args).await["error"]["code"], -32602);
+}
+
+#[tokio::test]
+async fn arguments_that_break_the_schema_are_a_tool_error_naming_the_path() {
     // Input validation errors are tool results the model can act on (SEP-1303).
+    let s = TestServer::start().await;
+    let sid = s.initialize("2025-11-25").await;
     let bad = s.call(&sid, 10, "tools/call", json!({"name":"calculate_sum","arguments":{"a":"x","b":1}})).await;
     assert_eq!(bad["result"]["isError"], true);
     assert!(bad["result"]["content"][0]["text"].as_str().unwrap_or("").contains("/a"), "names the failing path: {bad}");
+}
+
+#[tokio::test]
+async fn a_call_answers_text_and_structured_content_under_the_request_id() {
+    let s = TestServer::start().await;
+    let sid = s.initialize("2025-11-25").await;
     let ok = s.call(&sid, 11, "tools/call", json!({"name":"calculate_sum","arguments":{"a":2,"b":3}})).await;
     assert_eq!(ok["result"]["content"][0]["text"], "5");
     assert_eq!(ok["result"]["structuredContent"], json!({"sum": 5.0}));

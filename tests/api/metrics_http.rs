@@ -192,9 +192,17 @@ async fn call(s: &TestServer, sid: &str, id: i64, params: Value) -> reqwest::Res
 
 /// Real traffic of every kind moves the series it should, and nothing unbounded (paths,
 /// session ids) becomes a label.
-#[tokio::test]
-async fn traffic_shows_up_in_the_admin_scrape() {
-    let _serial = SERIAL.lock().await;
+/// A server with the audit log and a one-call limit on `get_current_time`, before and after
+/// traffic that touches every family: a session, a list, an ok call, a failed call, an
+/// unknown tool, a rate-limited call, a modern request, two malformed bodies, an unknown path.
+struct Traffic {
+    s: TestServer,
+    sid: String,
+    before: Scrape,
+    after: Scrape,
+}
+
+async fn traffic() -> Traffic {
     let s = TestServer::with(|c| {
         c.audit.enabled = true;
         c.limits.enabled = true;
@@ -202,8 +210,6 @@ async fn traffic_shows_up_in_the_admin_scrape() {
     })
     .await;
     let before = scrape(&s).await;
-    let tool_calls = |m: &Scrape, tool: &str, outcome: &str| m.sum("toolgate_tool_calls_total", &[("tool", tool), ("outcome", outcome)]);
-
     let sid = s.initialize("2025-11-25").await;
     let list = s.call(&sid, 2, "tools/list", json!({})).await;
     assert!(list["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()));
@@ -220,44 +226,85 @@ async fn traffic_shows_up_in_the_admin_scrape() {
     assert_eq!(s.post("{not json", &[]).await.status(), 400);
     assert_eq!(s.post(r#"{"jsonrpc":"2.0","id":9}"#, &[]).await.status(), 400);
     assert_eq!(s.client.get(s.url("/no/such/path")).send().await.expect("sent").status(), 404);
+    let after = scrape(&s).await;
+    Traffic { s, sid, before, after }
+}
 
-    let m = scrape(&s).await;
+impl Traffic {
+    /// How much `name` with `labels` grew over the traffic.
+    fn delta(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.after.sum(name, labels) - self.before.sum(name, labels)
+    }
+}
+
+#[tokio::test]
+async fn the_scrape_names_the_build_and_the_replica() {
+    let _serial = SERIAL.lock().await;
+    let m = traffic().await.after;
     let build = m.samples.iter().find(|x| x.name == "toolgate_build_info").expect("build info");
     assert_eq!(build.value, 1.0);
     assert_eq!(build.labels.get("version").map(String::as_str), Some(env!("CARGO_PKG_VERSION")));
     assert!(build.labels.get("git_sha").is_some_and(|g| !g.is_empty()));
     assert!(build.labels.get("replica").is_some_and(|r| !r.is_empty()), "the replica is named");
+}
 
-    let http = |m: &Scrape, route: &str, method: &str, status: &str| {
-        m.sum("toolgate_http_requests_total", &[("route", route), ("method", method), ("status", status)])
-    };
-    assert!(http(&m, "/mcp", "POST", "200") - http(&before, "/mcp", "POST", "200") >= 7.0, "{}", m.text);
-    assert!(http(&m, "/mcp", "POST", "202") - http(&before, "/mcp", "POST", "202") >= 1.0, "notifications/initialized");
-    assert!(http(&m, "/mcp", "POST", "429") - http(&before, "/mcp", "POST", "429") >= 1.0);
-    assert!(http(&m, "/mcp", "POST", "400") - http(&before, "/mcp", "POST", "400") >= 2.0);
-    assert!(http(&m, "unmatched", "GET", "404") - http(&before, "unmatched", "GET", "404") >= 1.0);
-    let count = m.sum("toolgate_http_request_duration_seconds_count", &[("route", "/mcp"), ("method", "POST")]);
-    assert!(count - before.sum("toolgate_http_request_duration_seconds_count", &[("route", "/mcp"), ("method", "POST")]) >= 11.0);
-    assert!(m.sum("toolgate_http_request_duration_seconds_sum", &[("route", "/mcp"), ("method", "POST")]) > 0.0);
-    let inf = m.get("toolgate_http_request_duration_seconds_bucket", &[("route", "/mcp"), ("method", "POST"), ("le", "+Inf")]);
-    assert_eq!(inf, Some(count), "the +Inf bucket holds every request");
-    assert_eq!(m.get("toolgate_http_requests_in_flight", &[]), Some(0.0), "scrapes are not public-port requests");
+#[tokio::test]
+async fn http_requests_are_counted_by_route_method_and_status() {
+    let _serial = SERIAL.lock().await;
+    let t = traffic().await;
+    let http = |route, method, status| t.delta("toolgate_http_requests_total", &[("route", route), ("method", method), ("status", status)]);
+    assert!(http("/mcp", "POST", "200") >= 7.0, "{}", t.after.text);
+    assert!(http("/mcp", "POST", "202") >= 1.0, "notifications/initialized");
+    assert!(http("/mcp", "POST", "429") >= 1.0);
+    assert!(http("/mcp", "POST", "400") >= 2.0);
+    assert!(http("unmatched", "GET", "404") >= 1.0);
+}
 
-    let mcp = |m: &Scrape, method: &str, era: &str| m.sum("toolgate_mcp_requests_total", &[("method", method), ("era", era)]);
-    assert!(mcp(&m, "initialize", "legacy") - mcp(&before, "initialize", "legacy") >= 1.0);
-    assert!(mcp(&m, "tools/list", "legacy") - mcp(&before, "tools/list", "legacy") >= 1.0);
-    assert!(mcp(&m, "tools/call", "legacy") - mcp(&before, "tools/call", "legacy") >= 5.0);
-    assert!(mcp(&m, "server/discover", "modern") - mcp(&before, "server/discover", "modern") >= 1.0);
-    let errors = |m: &Scrape, code: &str| m.sum("toolgate_jsonrpc_errors_total", &[("code", code)]);
-    assert!(errors(&m, "-32602") - errors(&before, "-32602") >= 1.0, "unknown tool");
-    assert!(errors(&m, "-32700") - errors(&before, "-32700") >= 1.0, "parse error");
-    assert!(errors(&m, "-32600") - errors(&before, "-32600") >= 1.0, "invalid request");
-    assert!(errors(&m, "-32000") - errors(&before, "-32000") >= 1.0, "rate limited");
+#[tokio::test]
+async fn http_durations_are_a_histogram_whose_inf_bucket_holds_every_request() {
+    let _serial = SERIAL.lock().await;
+    let t = traffic().await;
+    let post = [("route", "/mcp"), ("method", "POST")];
+    assert!(t.delta("toolgate_http_request_duration_seconds_count", &post) >= 11.0);
+    assert!(t.after.sum("toolgate_http_request_duration_seconds_sum", &post) > 0.0);
+    let count = t.after.sum("toolgate_http_request_duration_seconds_count", &post);
+    let inf = t.after.get("toolgate_http_request_duration_seconds_bucket", &[("route", "/mcp"), ("method", "POST"), ("le", "+Inf")]);
+    assert_eq!(inf, Some(count));
+    assert_eq!(t.after.get("toolgate_http_requests_in_flight", &[]), Some(0.0), "scrapes are not public-port requests");
+}
 
-    assert!(tool_calls(&m, "calculate_sum", "ok") - tool_calls(&before, "calculate_sum", "ok") >= 1.0);
-    assert!(tool_calls(&m, "analyze_csv", "tool_error") - tool_calls(&before, "analyze_csv", "tool_error") >= 1.0);
-    assert!(tool_calls(&m, "unknown", "invalid_input") - tool_calls(&before, "unknown", "invalid_input") >= 1.0);
-    assert!(tool_calls(&m, "get_current_time", "ok") - tool_calls(&before, "get_current_time", "ok") >= 1.0);
+#[tokio::test]
+async fn mcp_requests_are_counted_by_method_and_era() {
+    let _serial = SERIAL.lock().await;
+    let t = traffic().await;
+    let mcp = |method, era| t.delta("toolgate_mcp_requests_total", &[("method", method), ("era", era)]);
+    assert!(mcp("initialize", "legacy") >= 1.0);
+    assert!(mcp("tools/list", "legacy") >= 1.0);
+    assert!(mcp("tools/call", "legacy") >= 5.0);
+    assert!(mcp("server/discover", "modern") >= 1.0);
+}
+
+#[tokio::test]
+async fn json_rpc_errors_are_counted_by_code() {
+    let _serial = SERIAL.lock().await;
+    let t = traffic().await;
+    let errors = |code| t.delta("toolgate_jsonrpc_errors_total", &[("code", code)]);
+    assert!(errors("-32602") >= 1.0, "unknown tool");
+    assert!(errors("-32700") >= 1.0, "parse error");
+    assert!(errors("-32600") >= 1.0, "invalid request");
+    assert!(errors("-32000") >= 1.0, "rate limited");
+}
+
+#[tokio::test]
+async fn tool_calls_are_counted_by_tool_and_outcome_with_every_outcome_present() {
+    let _serial = SERIAL.lock().await;
+    let t = traffic().await;
+    let calls = |tool, outcome| t.delta("toolgate_tool_calls_total", &[("tool", tool), ("outcome", outcome)]);
+    assert!(calls("calculate_sum", "ok") >= 1.0);
+    assert!(calls("analyze_csv", "tool_error") >= 1.0);
+    assert!(calls("unknown", "invalid_input") >= 1.0);
+    assert!(calls("get_current_time", "ok") >= 1.0);
+    let m = &t.after;
     assert!(
         m.get("toolgate_tool_calls_total", &[("tool", "calculate_sum"), ("outcome", "timeout")]).is_some(),
         "every outcome has a series"
@@ -265,26 +312,44 @@ async fn traffic_shows_up_in_the_admin_scrape() {
     assert!(m.sum("toolgate_tool_call_duration_seconds_sum", &[("tool", "calculate_sum")]) > 0.0);
     assert!(m.sum("toolgate_tool_call_duration_seconds_count", &[("tool", "calculate_sum")]) >= 1.0);
     assert_eq!(m.get("toolgate_tool_calls_queued", &[]), Some(0.0));
-    let limited = |m: &Scrape| m.sum("toolgate_rate_limit_rejections_total", &[("reason", "tool")]);
-    assert!(limited(&m) - limited(&before) >= 1.0);
-    assert!(m.get("toolgate_rate_limit_tracked_keys", &[]).is_some_and(|k| k >= 1.0));
+}
+
+#[tokio::test]
+async fn rate_limit_refusals_and_tracked_keys_are_counted() {
+    let _serial = SERIAL.lock().await;
+    let t = traffic().await;
+    assert!(t.delta("toolgate_rate_limit_rejections_total", &[("reason", "tool")]) >= 1.0);
+    assert!(t.after.get("toolgate_rate_limit_tracked_keys", &[]).is_some_and(|k| k >= 1.0));
+}
+
+#[tokio::test]
+async fn open_sessions_and_the_database_pool_are_gauged() {
+    let _serial = SERIAL.lock().await;
+    let m = traffic().await.after;
     assert_eq!(m.get("toolgate_sessions_open", &[]), Some(1.0));
     assert!(m.get("toolgate_db_pool_connections", &[("state", "idle")]).is_some());
     assert!(m.get("toolgate_db_pool_connections", &[("state", "in_use")]).is_some());
+}
 
-    // Nothing unbounded became a label.
-    assert!(!m.text.contains("/no/such/path"), "a raw path leaked into the labels");
-    assert!(!m.text.contains(&sid), "a session id leaked into the labels");
-    assert!(!m.text.contains("no_such_tool"), "an unregistered tool name leaked into the labels");
+#[tokio::test]
+async fn nothing_unbounded_becomes_a_label() {
+    let _serial = SERIAL.lock().await;
+    let t = traffic().await;
+    assert!(!t.after.text.contains("/no/such/path"), "a raw path leaked into the labels");
+    assert!(!t.after.text.contains(&t.sid), "a session id leaked into the labels");
+    assert!(!t.after.text.contains("no_such_tool"), "an unregistered tool name leaked into the labels");
+}
 
-    // The audit writer stores the calls' records in batches.
-    let written = before.sum("toolgate_audit_records_written_total", &[]);
-    let m = scrape_until(&s, "audit records written", |m| m.sum("toolgate_audit_records_written_total", &[]) >= written + 4.0).await;
+#[tokio::test]
+async fn the_audit_writer_stores_the_calls_records_in_batches() {
+    let _serial = SERIAL.lock().await;
+    let t = traffic().await;
+    let written = t.before.sum("toolgate_audit_records_written_total", &[]);
+    let m = scrape_until(&t.s, "audit records written", |m| m.sum("toolgate_audit_records_written_total", &[]) >= written + 4.0).await;
     assert!(m.sum("toolgate_audit_batch_duration_seconds_count", &[]) >= 1.0);
     assert!(m.sum("toolgate_audit_batch_duration_seconds_sum", &[]) > 0.0);
     assert!(m.get("toolgate_audit_queue_depth", &[]).is_some());
     assert_eq!(m.get("toolgate_audit_spool_bytes", &[]), Some(0.0), "the database is up: nothing spooled");
-    assert!(m.get("toolgate_audit_replayed_records_total", &[]).is_none_or(|r| r >= 0.0));
 }
 
 /// A GET stream counts as open exactly while it is, and a list change reaching it is counted
