@@ -174,14 +174,6 @@ async fn malformed_bodies_get_400_with_clear_codes() {
 }
 
 #[tokio::test]
-async fn huge_bodies_get_413() {
-    let s = TestServer::with(|c| c.server.max_body_bytes = 64 * 1024).await;
-    let big = json!({"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"x".repeat(100_000)}}).to_string();
-    let res = s.post(&big, &[]).await;
-    assert_eq!(res.status(), 413);
-}
-
-#[tokio::test]
 async fn notifications_and_unknown_responses_get_202_with_no_body() {
     let s = TestServer::start().await;
     let sid = s.initialize("2025-11-25").await;
@@ -336,79 +328,12 @@ async fn pagination_is_deterministic_and_complete() {
 }
 
 #[tokio::test]
-async fn origin_and_host_are_checked_first() {
-    let s = TestServer::start().await;
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-    let evil_origin = s.post(init, &[("origin", "https://evil.example")]).await;
-    assert_eq!(evil_origin.status(), 403);
-    let evil_host = s.post(init, &[("host", "evil.example.com")]).await;
-    assert_eq!(evil_host.status(), 403);
-    let port = s.running.addr.port();
-    let good = s.post(init, &[("host", &format!("localhost:{port}")), ("origin", &format!("http://localhost:{port}"))]).await;
-    assert_eq!(good.status(), 200);
-
-    let open = TestServer::with(|c| {
-        c.server.allowed_hosts = vec!["mcp.example.com".into()];
-        c.server.allowed_origins = vec!["https://app.example.com".into()];
-    })
-    .await;
-    assert_eq!(open.post(init, &[("host", "mcp.example.com"), ("origin", "https://app.example.com")]).await.status(), 200);
-    assert_eq!(open.post(init, &[]).await.status(), 403, "127.0.0.1 is not in this deployment's list");
-}
-
-#[tokio::test]
 async fn json_answers_use_the_request_id() {
     let s = TestServer::start().await;
     let sid = s.initialize("2025-11-25").await;
     let res = s.post(r#"{"jsonrpc":"2.0","id":"abc","method":"ping"}"#, &[("mcp-session-id", &sid)]).await;
     assert_eq!(res.headers()["content-type"], "application/json");
     assert_eq!(response_json(res).await["id"], "abc");
-}
-
-#[tokio::test]
-async fn browser_clients_get_cors_for_allowed_origins_only() {
-    let s = TestServer::start().await;
-    let port = s.running.addr.port();
-    let origin = format!("http://localhost:{port}");
-    let preflight = s
-        .client
-        .request(reqwest::Method::OPTIONS, s.url("/mcp"))
-        .header("origin", &origin)
-        .header("access-control-request-method", "POST")
-        .header("access-control-request-headers", "content-type, mcp-session-id")
-        .send()
-        .await
-        .expect("preflight");
-    assert!(preflight.status().is_success());
-    assert_eq!(preflight.headers()["access-control-allow-origin"], origin.as_str());
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-    let res = s.post(init, &[("origin", &origin)]).await;
-    assert_eq!(res.status(), 200);
-    let exposed = res.headers()["access-control-expose-headers"].to_str().expect("ascii").to_ascii_lowercase();
-    assert!(exposed.contains("mcp-session-id"), "{exposed}");
-    let evil = s
-        .client
-        .request(reqwest::Method::OPTIONS, s.url("/mcp"))
-        .header("origin", "https://evil.example")
-        .header("access-control-request-method", "POST")
-        .send()
-        .await
-        .expect("preflight");
-    assert_eq!(evil.status(), 403);
-}
-
-#[tokio::test]
-async fn a_host_with_userinfo_does_not_pass_the_loopback_allow_list() {
-    let s = TestServer::start().await;
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-    assert_eq!(s.post(init, &[("host", "localhost:80@evil")]).await.status(), 403);
-}
-
-#[tokio::test]
-async fn an_origin_with_userinfo_does_not_pass_the_loopback_allow_list() {
-    let s = TestServer::start().await;
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-    assert_eq!(s.post(init, &[("origin", "http://localhost:1@evil.example")]).await.status(), 403);
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! Rate limits over real HTTP: 429 with `Retry-After` and a JSON-RPC body carrying the hint,
-//! quotas keyed on the principal (not the session), per-tool limits, the failed-auth lockout
-//! per address, and the in-stream refusal on the 2024-11-05 transport. Bursts are tiny, so
+//! quotas keyed on the principal (not the session), per-tool limits, and the in-stream refusal
+//! on the 2024-11-05 transport. The failed-authentication lockout is in `bearer_gate`. Bursts are tiny, so
 //! they run out at once and no test waits for a clock.
 
 use crate::common;
@@ -82,41 +82,6 @@ async fn a_tool_can_have_its_own_limit_and_cost() {
 }
 
 /// JWT auth with a lockout after a burst of 3 failed authentications per address.
-async fn lockout_server() -> (TestServer, Issuer) {
-    let idp = Issuer::start().await;
-    let s = TestServer::with(|c| {
-        c.limits.enabled = true;
-        c.limits.auth_failures_per_minute = 1;
-        c.limits.auth_failure_burst = 3;
-        idp.trust(c);
-    })
-    .await;
-    (s, idp)
-}
-
-#[tokio::test]
-async fn repeated_failed_authentication_locks_the_address_out() {
-    let (s, _idp) = lockout_server().await;
-    for _ in 0..3 {
-        assert_eq!(s.post(INIT, &[("authorization", "Bearer not.a.token")]).await.status(), 401);
-    }
-    let opaque = s.post(INIT, &[("authorization", "Bearer opaque-token-guess")]).await;
-    assert_eq!(opaque.status(), 429, "a token that would need verification elsewhere waits out the lockout");
-    assert!(opaque.headers().contains_key("retry-after"));
-    assert_eq!(opaque.json::<Value>().await.expect("json")["error"]["data"]["limit"], "auth_failures");
-}
-
-#[tokio::test]
-async fn a_valid_jwt_is_admitted_from_a_locked_out_address() {
-    let (s, idp) = lockout_server().await;
-    // A neighbour behind the same address (one NAT, one proxy) locks it out with bad tokens.
-    for _ in 0..4 {
-        s.post(INIT, &[("authorization", "Bearer not.a.token")]).await;
-    }
-    let valid = format!("Bearer {}", idp.token("alice", "mcp:tools"));
-    assert_eq!(s.post(INIT, &[("authorization", &valid)]).await.status(), 200);
-}
-
 #[tokio::test]
 async fn on_the_legacy_sse_transport_the_refusal_arrives_in_the_stream() {
     let s = TestServer::with(tight).await;

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod idp;
+pub mod in_process;
 
 use std::time::Duration;
 
@@ -32,19 +33,8 @@ impl TestServer {
 
     /// Starts with adjusted settings (port 0, examples pack on by default).
     pub async fn with(adjust: impl FnOnce(&mut Settings)) -> Self {
-        let mut settings = Settings::default();
-        // Protocol tests run without auth (by explicit choice, as production never would);
-        // the auth tests turn it on themselves.
-        settings.auth.mode = toolgate::auth::settings::AuthMode::Off;
-        // Likewise rate limits: protocol tests send bursts; the limit tests turn them on.
-        settings.limits.enabled = false;
-        settings.server.shutdown_grace_secs = 2;
-        // Readiness still flips at once; tests need no load balancer to notice.
-        settings.server.drain_delay_ms = 100;
-        settings.sse.keep_alive_secs = 5;
         let data = tempfile::tempdir().expect("data dir");
-        settings.storage.data_dir = data.path().to_owned();
-        settings.admin.bind = "127.0.0.1:0".parse().expect("addr");
+        let mut settings = test_settings(data.path());
         adjust(&mut settings);
         let state = AppState::new(settings).await.expect("state");
         let running = app::start(state, "127.0.0.1:0".parse().expect("addr")).await.expect("server starts");
@@ -124,6 +114,23 @@ impl TestServer {
 }
 
 /// The final JSON-RPC response of a reply, whether JSON or SSE.
+/// The settings every test server starts from, with its data under `data`.
+pub fn test_settings(data: &std::path::Path) -> Settings {
+    let mut settings = Settings::default();
+    // Protocol tests run without auth (by explicit choice, as production never would);
+    // the auth tests turn it on themselves.
+    settings.auth.mode = toolgate::auth::settings::AuthMode::Off;
+    // Likewise rate limits: protocol tests send bursts; the limit tests turn them on.
+    settings.limits.enabled = false;
+    settings.server.shutdown_grace_secs = 2;
+    // Readiness still flips at once; tests need no load balancer to notice.
+    settings.server.drain_delay_ms = 100;
+    settings.sse.keep_alive_secs = 5;
+    settings.storage.data_dir = data.to_owned();
+    settings.admin.bind = "127.0.0.1:0".parse().expect("addr");
+    settings
+}
+
 pub async fn response_json(res: reqwest::Response) -> Value {
     let sse = res.headers().get("content-type").is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/event-stream"));
     if !sse {
