@@ -24,6 +24,7 @@ pub mod protocol;
 pub mod server;
 pub mod session;
 pub mod store;
+pub mod tasks;
 pub mod telemetry;
 pub mod tool;
 pub mod tooldef;

@@ -257,10 +257,8 @@ async fn audit_command(settings: &Settings, store: &toolgate::store::Store, comm
 
 /// The tools the enabled packs serve: name and description.
 fn code_tools(settings: &Settings) -> anyhow::Result<Vec<(String, String)>> {
-    let server = std::sync::Arc::new(toolgate::server::McpServer::new(
-        std::sync::Arc::new(settings.clone()),
-        std::sync::Arc::new(toolgate::bus::LocalBus::default()),
-    ));
+    let server =
+        toolgate::server::McpServer::new(std::sync::Arc::new(settings.clone()), std::sync::Arc::new(toolgate::bus::LocalBus::default()));
     toolgate::packs::install(&server, &settings.tools).map_err(anyhow::Error::msg)?;
     Ok(server.tools.snapshot().iter().map(|t| (t.name().to_owned(), t.tool.descriptor().description.clone())).collect())
 }

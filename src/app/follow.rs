@@ -86,6 +86,11 @@ pub async fn follow_sessions(mut rx: tokio::sync::broadcast::Receiver<crate::clu
                     crate::transport::legacy_sse::forwarded(&state, &session, message, principal, ip, request_id).await;
                 });
             }
+            ClusterEvent::TaskCancelled { task } => {
+                if let Some(tasks) = state.server.tasks() {
+                    tasks.stop_local(&task);
+                }
+            }
             ClusterEvent::ToolDefinitionsChanged | ClusterEvent::Resync => {}
         }
     }

@@ -55,7 +55,7 @@ pub(crate) async fn serve(listener: TcpListener, app: Router, state: AppState) -
     }
     let started = Instant::now();
     let grace = state.settings.shutdown_grace();
-    let tasks = &state.server.tasks;
+    let tasks = &state.server.in_flight;
     // Lets `wait` finish once the running requests are done; later ones are still tracked.
     tasks.close();
     state.sessions.end_notification_streams();
@@ -79,6 +79,10 @@ pub(crate) async fn serve(listener: TcpListener, app: Router, state: AppState) -
         state.server.halt.cancel();
         // Stopped calls answer (and write their audit records) within moments.
         let _ = tokio::time::timeout(stop_margin(grace) / 2, tasks.wait()).await;
+    }
+    // Tasks still running here fail now, with a message, instead of when their lease lapses.
+    if let Some(tasks) = state.server.tasks() {
+        tasks.abandon_local().await;
     }
     // Whatever still runs in a legacy session is cancelled; its streams end.
     state.sessions.close_all();

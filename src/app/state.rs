@@ -119,7 +119,7 @@ impl AppState {
         let dev_key = dev_key(&mut settings)?;
         let settings = Arc::new(settings);
         let bus: Arc<dyn EventBus> = Arc::new(LocalBus::default());
-        let server = Arc::new(McpServer::new(settings.clone(), bus));
+        let server = McpServer::new(settings.clone(), bus);
         crate::packs::install(&server, &settings.tools).map_err(|e| anyhow::anyhow!("cannot install tool packs: {e}"))?;
         let auth = authenticator(&settings, dev_key)?;
         // The store is connected (and migrated) before serving, so a bad URL stops start-up.
@@ -135,6 +135,9 @@ impl AppState {
         let shutdown = CancellationToken::new();
         let cluster = crate::cluster::connect(&settings, &store, shutdown.clone()).await?;
         let sessions = Arc::new(sessions(&settings, &store, &cluster));
+        if settings.tasks.enabled {
+            server.set_tasks(crate::tasks::Tasks::new(store.clone(), settings.tasks.clone(), cluster.clone()));
+        }
         let limiter: Option<Arc<dyn Limiter>> = match settings.limits.enabled {
             true => Some(crate::limits::build(&settings.limits).await.map_err(|e| anyhow::anyhow!("invalid [limits]: {e}"))?),
             false => None,

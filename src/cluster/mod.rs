@@ -44,6 +44,8 @@ pub enum ClusterEvent {
         ip: Option<std::net::IpAddr>,
         request_id: Option<String>,
     },
+    /// A task was cancelled (already stored): the replica running it stops its tool.
+    TaskCancelled { task: String },
     /// Delivered locally only: the connection to the other replicas was lost and is back, so
     /// anything may have been missed.
     Resync,

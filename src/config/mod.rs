@@ -16,6 +16,7 @@ pub mod http_tools;
 pub mod limits;
 mod secret;
 pub mod storage;
+pub mod tasks;
 
 pub use secret::Secret;
 
@@ -32,6 +33,7 @@ pub struct Settings {
     pub audit: audit::AuditSettings,
     pub limits: limits::LimitSettings,
     pub admin: admin::AdminSettings,
+    pub tasks: tasks::TaskSettings,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -319,6 +321,9 @@ impl Settings {
         }
         if self.tools.page_size == 0 {
             return invalid("tools.page_size", "must be at least 1");
+        }
+        if let Err((key, reason)) = self.tasks.validate() {
+            return invalid(key, reason);
         }
         if self.sse.stream_buffer == 0 || self.sse.keep_alive_secs == 0 {
             return invalid("sse", "stream_buffer and keep_alive_secs must be at least 1");

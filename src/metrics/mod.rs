@@ -90,6 +90,12 @@ pub const CONNECTIONS_OPEN: &str = "toolgate_connections_open";
 pub const CONNECTIONS_EVICTED: &str = "toolgate_connections_evicted_total";
 /// Counter, recorded by `transport::connections`.
 pub const ACCEPT_ERRORS: &str = "toolgate_accept_errors_total";
+/// Counter, recorded by `tasks`.
+pub const TASKS_CREATED: &str = "toolgate_tasks_created_total";
+/// Counter, recorded by `tasks`.
+pub const TASKS_ENDED: &str = "toolgate_tasks_ended_total";
+/// Counter, recorded by `tasks`.
+pub const TASK_LEASES_LOST: &str = "toolgate_task_leases_lost_total";
 /// Gauge, recorded by `cluster::pg`.
 pub const CLUSTER_CONNECTED: &str = "toolgate_cluster_connected";
 /// Counter, recorded by `cluster::pg`.
@@ -228,6 +234,9 @@ pub fn describe() {
         "Idle connections closed to make room for new ones at the connection cap (server.max_connections)."
     );
     describe_counter!(ACCEPT_ERRORS, "Failed accepts on the public listener (e.g. out of file descriptors), each followed by a back-off.");
+    describe_counter!(TASKS_CREATED, "Tasks created (tool calls run detached from their request).");
+    describe_counter!(TASKS_ENDED, "Tasks that reached a terminal status, by status (completed, failed, cancelled).");
+    describe_counter!(TASK_LEASES_LOST, "Tasks failed because the replica running them stopped (their lease lapsed).");
     describe_gauge!(CLUSTER_CONNECTED, "1 while this replica listens for events from the others (Postgres LISTEN), 0 while reconnecting.");
     describe_counter!(CLUSTER_EVENTS_SENT, "Events sent to the other replicas (Postgres NOTIFY).");
     describe_counter!(CLUSTER_EVENTS_RECEIVED, "Events received from the other replicas.");

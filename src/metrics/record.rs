@@ -11,7 +11,7 @@ use metrics::{Counter, Gauge, Histogram, SharedString};
 use super::{
     ACCEPT_ERRORS, AUDIT_BATCH_DURATION, AUDIT_RECORDS_WRITTEN, AUDIT_REPLAYED_RECORDS, AUTH_VALIDATIONS, CONNECTIONS_EVICTED,
     CONNECTIONS_OPEN, INTROSPECTION_CACHE, INTROSPECTION_REQUESTS, JSONRPC_ERRORS, JWKS_REFRESHES, LIST_CHANGED_FANOUT, LIST_CHANGED_SENT,
-    MCP_REQUESTS, RATE_LIMIT_REJECTIONS, SSE_STREAMS_OPEN, TOOL_CALL_DURATION, TOOL_CALLS,
+    MCP_REQUESTS, RATE_LIMIT_REJECTIONS, SSE_STREAMS_OPEN, TASK_LEASES_LOST, TASKS_CREATED, TASKS_ENDED, TOOL_CALL_DURATION, TOOL_CALLS,
 };
 use crate::protocol::jsonrpc::code;
 
@@ -288,6 +288,21 @@ pub fn connections_open(open: usize) {
 }
 
 /// An idle connection closed to make room at the connection cap.
+/// A task was created.
+pub fn task_created() {
+    once!(counter!(TASKS_CREATED)).increment(1);
+}
+
+/// A task reached a terminal status (`completed`, `failed`, `cancelled`).
+pub fn task_ended(status: &'static str) {
+    metrics::counter!(TASKS_ENDED, "status" => status).increment(1);
+}
+
+/// Tasks failed because their replica stopped.
+pub fn tasks_lease_lost(n: u64) {
+    once!(counter!(TASK_LEASES_LOST)).increment(n);
+}
+
 pub fn connection_evicted() {
     once!(counter!(CONNECTIONS_EVICTED)).increment(1);
 }

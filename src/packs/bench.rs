@@ -68,7 +68,7 @@ mod tests {
     #[tokio::test]
     async fn notify_publishes_a_tool_list_change_each_time() {
         let bus = Arc::new(LocalBus::default());
-        let server = Arc::new(McpServer::new(Arc::new(Settings::default()), bus.clone()));
+        let server = McpServer::new(Arc::new(Settings::default()), bus.clone());
         install(Arc::downgrade(&server)).expect("installs");
         let mut rx = bus.subscribe();
         for present_after in [true, false] {

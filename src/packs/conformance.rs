@@ -39,7 +39,7 @@ mod tests {
     /// Every fixture is a valid definition (names, descriptions, schemas) and installs.
     #[test]
     fn every_fixture_installs() {
-        let server = Arc::new(McpServer::new(Arc::new(Settings::default()), Arc::new(LocalBus::default())));
+        let server = McpServer::new(Arc::new(Settings::default()), Arc::new(LocalBus::default()));
         install(&server).expect("fixtures are valid");
         let tools = server.tools.snapshot();
         for name in [

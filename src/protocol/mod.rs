@@ -7,6 +7,7 @@ pub mod cursor;
 pub mod era;
 pub mod jsonrpc;
 pub mod sse;
+pub mod task;
 pub mod version;
 
 pub use content::{CallToolResult, Content};

@@ -4,6 +4,7 @@
 
 mod catalog_methods;
 pub mod mrtr;
+mod tasks_methods;
 mod tools_call;
 
 pub use mrtr::StateSigner;
@@ -56,10 +57,15 @@ pub struct McpServer {
     /// The server-wide limit on tool calls running at once.
     pub calls: crate::tool::bulkhead::Bulkhead,
     /// Every running request (see `transport::exchange::start`); shutdown waits on it.
-    pub tasks: tokio_util::task::TaskTracker,
+    pub in_flight: tokio_util::task::TaskTracker,
     /// Cancelled when the shutdown grace period is (nearly) over: tool calls still running
     /// stop and answer that the server is shutting down.
     pub halt: CancellationToken,
+    /// Durable tasks, once the store is connected (`None`: `tasks.enabled` is off, or a
+    /// server without a database, as in `toolgate tools list`).
+    tasks: std::sync::OnceLock<Arc<crate::tasks::Tasks>>,
+    /// This server itself, for work that outlives a request (a task's run).
+    me: std::sync::Weak<McpServer>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -74,18 +80,30 @@ const LIST_TTL_MS: u64 = 60_000;
 const READ_TTL_MS: u64 = 30_000;
 
 impl McpServer {
-    pub fn new(settings: Arc<Settings>, bus: Arc<dyn EventBus>) -> Self {
-        Self {
+    pub fn new(settings: Arc<Settings>, bus: Arc<dyn EventBus>) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
             tools: ToolRegistry::new(bus.clone()),
             resources: ResourceCatalog::new(bus.clone()),
             prompts: PromptCatalog::new(bus.clone()),
             bus,
             state_signer: StateSigner::new(settings.server.state_secret.as_ref().map(crate::config::Secret::expose)),
             calls: crate::tool::bulkhead::Bulkhead::new(settings.tools.max_concurrent_calls, settings.tools.max_queued_calls),
-            tasks: tokio_util::task::TaskTracker::new(),
+            in_flight: tokio_util::task::TaskTracker::new(),
             halt: CancellationToken::new(),
+            tasks: std::sync::OnceLock::new(),
+            me: me.clone(),
             settings,
-        }
+        })
+    }
+
+    /// Turns tasks on (at start-up, once the store is connected).
+    pub fn set_tasks(&self, tasks: Arc<crate::tasks::Tasks>) {
+        let _ = self.tasks.set(tasks);
+    }
+
+    /// The task service, when tasks are on.
+    pub fn tasks(&self) -> Option<&Arc<crate::tasks::Tasks>> {
+        self.tasks.get()
     }
 
     pub fn page_size(&self) -> usize {
@@ -97,7 +115,7 @@ impl McpServer {
     }
 
     /// What this server offers, declared only for what is really there (L-08).
-    pub fn capabilities(&self) -> Value {
+    pub fn capabilities(&self, era: Era) -> Value {
         let mut caps = Map::new();
         caps.insert("tools".into(), json!({ "listChanged": true }));
         // Both eras: legacy by logging/setLevel, modern by the per-request `_meta` logLevel.
@@ -110,6 +128,9 @@ impl McpServer {
         }
         if self.prompts.has_completions() {
             caps.insert("completions".into(), json!({}));
+        }
+        if let Some((key, value)) = self.task_capability(era) {
+            caps.insert(key.into(), value);
         }
         Value::Object(caps)
     }
@@ -127,7 +148,7 @@ impl McpServer {
     pub fn initialize_result(&self, version: ProtocolVersion) -> Value {
         let mut result = json!({
             "protocolVersion": version.as_str(),
-            "capabilities": self.capabilities(),
+            "capabilities": self.capabilities(Era::Legacy),
             "serverInfo": self.server_info(),
         });
         if let Some(instructions) = &self.settings.server.instructions {
@@ -141,7 +162,7 @@ impl McpServer {
         let mut result = json!({
             // Only versions a stateless request can use; legacy ones need `initialize`.
             "supportedVersions": [ProtocolVersion::LATEST_MODERN.as_str()],
-            "capabilities": self.capabilities(),
+            "capabilities": self.capabilities(Era::Modern),
             "serverInfo": self.server_info(),
         });
         if let Some(instructions) = &self.settings.server.instructions {
@@ -178,6 +199,7 @@ impl McpServer {
             }
             "prompts/list" | "prompts/get" if !self.prompts.is_empty() => self.prompt_method(&req.method, params, ctx),
             "completion/complete" if self.prompts.has_completions() => self.complete(params),
+            method if self.is_task_method(method, era) => self.task_method(method, params, ctx).await,
             other => Err(RpcError::method_not_found(other)),
         }?;
         if era == Era::Modern {

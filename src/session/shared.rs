@@ -104,6 +104,8 @@ impl SharedSessions {
                     elicitation_form: row.try_get("caps_elicit_form")?,
                     elicitation_url: row.try_get("caps_elicit_url")?,
                     roots: row.try_get("caps_roots")?,
+                    // Legacy sessions use the `tasks` capability, not the extension.
+                    tasks: false,
                 },
                 name: row.try_get("client_name")?,
                 version: row.try_get("client_version")?,

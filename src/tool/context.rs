@@ -67,6 +67,9 @@ pub struct ClientCaps {
     pub elicitation_form: bool,
     pub elicitation_url: bool,
     pub roots: bool,
+    /// The 2026-07-28 tasks extension (`extensions["io.modelcontextprotocol/tasks"]`): the
+    /// server may answer a `tools/call` with a task.
+    pub tasks: bool,
 }
 
 impl ClientCaps {
@@ -89,7 +92,14 @@ impl ClientCaps {
             Some(e) if e.is_empty() => (true, false),
             Some(e) => (e.contains_key("form"), e.contains_key("url")),
         };
-        Self { sampling: caps.contains_key("sampling"), elicitation_form: form, elicitation_url: url, roots: caps.contains_key("roots") }
+        let tasks = caps.get("extensions").and_then(|e| e.get(crate::protocol::task::TASKS_EXTENSION)).is_some();
+        Self {
+            sampling: caps.contains_key("sampling"),
+            elicitation_form: form,
+            elicitation_url: url,
+            roots: caps.contains_key("roots"),
+            tasks,
+        }
     }
 }
 
@@ -108,6 +118,12 @@ pub trait ClientChannel: Send + Sync {
 
 /// The channel of a detached context: nobody is listening.
 struct NoClient;
+
+/// A channel with no client behind it: notifications go nowhere, requests fail (a task runs
+/// after its request has been answered).
+pub fn no_client() -> Arc<dyn ClientChannel> {
+    Arc::new(NoClient)
+}
 
 impl ClientChannel for NoClient {
     fn notify(&self, _message: Value) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {

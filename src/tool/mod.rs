@@ -31,7 +31,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-pub use context::{ClientCaps, ClientChannel, InputRequest, LogLevel, ToolContext};
+pub use context::{ClientCaps, ClientChannel, InputRequest, LogLevel, ToolContext, no_client};
 pub(crate) use context::{ContextParts, Mrtr};
 pub use registry::{RegisteredTool, SyncReport, ToolRegistry, ToolSet, validate_name};
 
@@ -113,7 +113,7 @@ pub struct ToolDescriptor {
     pub annotations: Option<ToolAnnotations>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub icons: Option<Vec<Icon>>,
-    /// Tasks are not offered yet, so every tool says `forbidden` explicitly.
+    /// `{"taskSupport": …}`: whether the tool may run as a task (2025-11-25 clients read it).
     pub execution: Value,
     #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
     pub meta: Option<Map<String, Value>>,
@@ -147,6 +147,8 @@ pub(crate) struct ToolOptions {
     /// reload can tell an unchanged tool from a changed one.
     pub(crate) origin: Origin,
     pub(crate) fingerprint: u64,
+    /// Whether calls may, or must, run as tasks.
+    pub(crate) task_support: crate::protocol::task::TaskSupport,
 }
 
 /// Where a tool comes from. Each source replaces only its own tools; a name belongs to one.
@@ -277,6 +279,15 @@ impl ToolBuilder {
     /// Overrides the server-wide default call timeout for this tool.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.opts.timeout = Some(timeout);
+        self
+    }
+
+    /// Whether a call may run as a task, detached from its request (`Optional`), must
+    /// (`Required`), or never does (`Forbidden`, the default). Long work (reports, builds, slow
+    /// upstream APIs) belongs in a task rather than a request held open.
+    pub fn task_support(mut self, support: crate::protocol::task::TaskSupport) -> Self {
+        self.opts.task_support = support;
+        self.descriptor.execution = serde_json::json!({ "taskSupport": support.as_str() });
         self
     }
 

@@ -251,6 +251,9 @@ fn configure(mut b: crate::tool::ToolBuilder, def: &ToolDef, raw: &Value, origin
     if let Some(n) = def.concurrency {
         b = b.concurrency(n);
     }
+    if def.task_support != crate::protocol::task::TaskSupport::Forbidden {
+        b = b.task_support(def.task_support);
+    }
     if let Some(chars) = def.char_limit {
         b = b.char_limit(chars);
     }

@@ -45,6 +45,10 @@ pub struct ToolDef {
     pub timeout_secs: Option<u64>,
     /// Most calls of this tool running at once.
     pub concurrency: Option<usize>,
+    /// Whether calls may (`optional`) or must (`required`) run as tasks, detached from their
+    /// request; `forbidden` (the default) runs every call within its request.
+    #[serde(default)]
+    pub task_support: crate::protocol::task::TaskSupport,
     /// This tool's own rate limit per client (like `[limits.tools.<name>]`, which wins).
     pub rate_limit: Option<crate::limits::ToolLimit>,
     /// Keep the call's arguments in audit records, with these fields (and the server-wide

@@ -119,7 +119,7 @@ pub fn start(server: Arc<McpServer>, request: Request, spec: Spec) -> mpsc::Rece
         audit: spec.audit,
     };
     let status_of = spec.status_of;
-    let tasks = server.tasks.clone();
+    let tasks = server.in_flight.clone();
     let task = async move {
         let outcome = server.handle(&request, &ctx).await;
         if let Some(session) = &ctx.session {

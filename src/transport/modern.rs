@@ -38,6 +38,9 @@ const METHODS: &[&str] = &[
     "prompts/get",
     "completion/complete",
     "subscriptions/listen",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 ];
 
 /// HTTP status for a JSON-RPC error answered as plain JSON in the modern era.
@@ -129,6 +132,8 @@ fn validate(headers: &HeaderMap, req: &Request) -> Result<Checked, Refusal> {
     let name_key = match req.method.as_str() {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
+        // So a balancer can route on the task id without reading the body.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
     };
     if let Some(key) = name_key {

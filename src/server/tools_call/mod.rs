@@ -5,6 +5,7 @@
 
 mod ended;
 mod result;
+mod task;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::tool::bulkhead::Refused;
 use crate::tool::{ContextParts, Mrtr, RegisteredTool, ToolContext, schema};
 pub(super) use ended::missing_capability;
 use ended::{Answer, Ended, cancelled};
+pub(super) use task::owner;
 
 /// What the audit record of a call needs from its run: how it ended, and whether the tool
 /// keeps its arguments in the record.
@@ -89,6 +91,14 @@ impl McpServer {
         };
         let name = tool.name().to_owned();
         report.outcome = Outcome::Ok;
+        match self.mode(&tool, params, ctx) {
+            Ok(task::Mode::Now) => {}
+            Ok(task::Mode::Task(ttl)) => return self.start_task(tool, arguments, ttl, ctx).await,
+            Err(refused) => {
+                report.outcome = Outcome::InvalidInput;
+                return Err(refused);
+            }
+        }
 
         let progress_token =
             params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_i64() || t.is_u64()).cloned();

@@ -102,7 +102,8 @@ impl TestServer {
             "io.modelcontextprotocol/clientCapabilities": caps,
         });
         let mut headers = vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];
-        let name = params.get("name").or_else(|| params.get("uri")).and_then(Value::as_str).map(str::to_owned);
+        let name =
+            params.get("name").or_else(|| params.get("uri")).or_else(|| params.get("taskId")).and_then(Value::as_str).map(str::to_owned);
         let name_holder;
         if let Some(n) = name {
             name_holder = n;
@@ -113,7 +114,6 @@ impl TestServer {
     }
 }
 
-/// The final JSON-RPC response of a reply, whether JSON or SSE.
 /// The settings every test server starts from, with its data under `data`.
 pub fn test_settings(data: &std::path::Path) -> Settings {
     let mut settings = Settings::default();
@@ -131,6 +131,7 @@ pub fn test_settings(data: &std::path::Path) -> Settings {
     settings
 }
 
+/// The final JSON-RPC response of a reply, whether JSON or SSE.
 pub async fn response_json(res: reqwest::Response) -> Value {
     let sse = res.headers().get("content-type").is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/event-stream"));
     if !sse {

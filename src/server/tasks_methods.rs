@@ -1,0 +1,150 @@
+//! The `tasks/*` methods. 2025-11-25: `tasks/get`, `tasks/result` (waits for the end, then
+//! answers exactly what the call would have), `tasks/list` (only with authentication, where a
+//! requestor can be told apart), `tasks/cancel` (-32602 on a terminal task). 2026-07-28 (the
+//! tasks extension): `tasks/get` with the result or error inlined, `tasks/update` and
+//! `tasks/cancel` acknowledged, all three -32021 for a request that did not declare the
+//! extension; `tasks/result` and `tasks/list` do not exist there.
+
+use serde_json::{Map, Value, json};
+
+use super::tools_call::owner;
+use super::{McpServer, RequestCtx};
+use crate::protocol::jsonrpc::{RpcError, code};
+use crate::protocol::task::{TASKS_EXTENSION, TaskStatus, related_task};
+use crate::protocol::{Era, cursor};
+use crate::tasks::{TaskRow, Tasks};
+
+const CURSOR_KIND: &str = "tasks";
+
+fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
+    params.get("taskId").and_then(Value::as_str).ok_or_else(|| RpcError::invalid_params("tasks methods need a string \"taskId\""))
+}
+
+impl McpServer {
+    /// Whether this server answers `method` in this era (the rest get -32601).
+    pub(super) fn is_task_method(&self, method: &str, era: Era) -> bool {
+        let auth = self.settings.auth.mode != crate::config::auth::AuthMode::Off;
+        self.tasks().is_some()
+            && match era {
+                Era::Legacy => matches!(method, "tasks/get" | "tasks/result" | "tasks/cancel") || (method == "tasks/list" && auth),
+                Era::Modern => matches!(method, "tasks/get" | "tasks/update" | "tasks/cancel"),
+            }
+    }
+
+    /// The `tasks` capability (2025-11-25) or the tasks extension (2026-07-28), when on.
+    pub(super) fn task_capability(&self, era: Era) -> Option<(&'static str, Value)> {
+        self.tasks()?;
+        Some(match era {
+            Era::Legacy => {
+                let mut tasks = json!({ "cancel": {}, "requests": { "tools": { "call": {} } } });
+                if self.is_task_method("tasks/list", Era::Legacy) {
+                    tasks["list"] = json!({});
+                }
+                ("tasks", tasks)
+            }
+            Era::Modern => ("extensions", json!({ TASKS_EXTENSION: {} })),
+        })
+    }
+
+    pub(super) async fn task_method(&self, method: &str, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
+        let Some(tasks) = self.tasks() else { return Err(RpcError::method_not_found(method)) };
+        let owner = owner(ctx);
+        if ctx.era() == Era::Modern {
+            // Before the id is looked at: the extension's methods exist only for clients that
+            // declared it.
+            if !ctx.caps.tasks {
+                return Err(RpcError::new(code::MISSING_CLIENT_CAPABILITY, "Missing required client capability")
+                    .with_data(json!({ "requiredCapabilities": { "extensions": { TASKS_EXTENSION: {} } } })));
+            }
+            return modern(tasks, method, params, &owner).await;
+        }
+        match method {
+            "tasks/get" => Ok(tasks.get(task_id(params)?, &owner).await?.task.legacy_json()),
+            "tasks/result" => self.task_result(tasks, task_id(params)?, &owner, ctx).await,
+            "tasks/list" => list(tasks, params, &owner, self.page_size()).await,
+            "tasks/cancel" => {
+                let id = task_id(params)?;
+                if !tasks.cancel(id, &owner).await? {
+                    let row = tasks.get(id, &owner).await?;
+                    return Err(RpcError::invalid_params(format!(
+                        "Task {id} is already {} and cannot be cancelled",
+                        row.task.status.as_str()
+                    )));
+                }
+                Ok(tasks.get(id, &owner).await?.task.legacy_json())
+            }
+            other => Err(RpcError::method_not_found(other)),
+        }
+    }
+
+    /// Waits for the task to end (or the request to be cancelled), then answers what the call
+    /// would have: its result, tagged with the task, or its JSON-RPC error.
+    async fn task_result(&self, tasks: &Tasks, id: &str, owner: &str, ctx: &RequestCtx) -> Result<Value, RpcError> {
+        let Some(row) = tasks.wait_terminal(id, owner, &ctx.cancel).await? else {
+            return Err(RpcError::new(code::TRANSPORT, "Request cancelled"));
+        };
+        match row.outcome {
+            Some(Value::Object(mut outcome)) => {
+                if let Some(error) = outcome.remove("error") {
+                    return Err(serde_json::from_value(error).unwrap_or_else(|_| RpcError::internal()));
+                }
+                let mut result = outcome.remove("result").unwrap_or_else(|| json!({}));
+                let meta = result.as_object_mut().map(|r| r.entry("_meta").or_insert_with(|| json!({})));
+                if let (Some(Value::Object(meta)), Value::Object(related)) = (meta, related_task(id)) {
+                    meta.extend(related);
+                }
+                Ok(result)
+            }
+            _ => Err(RpcError::new(code::TRANSPORT, format!("Task {id} was {} before it finished", row.task.status.as_str()))),
+        }
+    }
+}
+
+/// `tasks/list`: the caller's tasks, oldest first, a page at a time.
+async fn list(tasks: &Tasks, params: &Map<String, Value>, owner: &str, page: usize) -> Result<Value, RpcError> {
+    let after = match params.get("cursor").and_then(Value::as_str) {
+        None => None,
+        Some(c) => {
+            let key = cursor::decode(CURSOR_KIND, c).ok_or_else(|| RpcError::invalid_params(cursor::invalid(c)))?;
+            let (ms, id) = key.split_once(':').ok_or_else(|| RpcError::invalid_params(cursor::invalid(c)))?;
+            Some((ms.parse().map_err(|_| RpcError::invalid_params(cursor::invalid(c)))?, id.to_owned()))
+        }
+    };
+    let (rows, next) = tasks.list(owner, after, page).await?;
+    let mut result = json!({ "tasks": rows.iter().map(|r| r.task.legacy_json()).collect::<Vec<_>>() });
+    if let Some((ms, id)) = next {
+        result["nextCursor"] = json!(cursor::encode(CURSOR_KIND, &format!("{ms}:{id}")));
+    }
+    Ok(result)
+}
+
+/// The 2026-07-28 methods, for a client that declared the extension.
+async fn modern(tasks: &Tasks, method: &str, params: &Map<String, Value>, owner: &str) -> Result<Value, RpcError> {
+    let id = task_id(params)?;
+    match method {
+        "tasks/get" => Ok(detailed(tasks.get(id, owner).await?)),
+        // Input requests are not issued by tasks here, so every key is one never requested,
+        // which the extension says to ignore; the task must still exist.
+        "tasks/update" => tasks.get(id, owner).await.map(|_| json!({})),
+        // Cooperative and idempotent: a terminal task is acknowledged as it is.
+        "tasks/cancel" => tasks.cancel(id, owner).await.map(|_| json!({})),
+        other => Err(RpcError::method_not_found(other)),
+    }
+}
+
+/// A 2026-07-28 `tasks/get` result: the task, with the result of a completed one or the
+/// error of a failed one inlined.
+fn detailed(row: TaskRow) -> Value {
+    let mut task = row.task.modern_json();
+    if let Some(Value::Object(mut outcome)) = row.outcome {
+        match row.task.status {
+            TaskStatus::Completed => task["result"] = outcome.remove("result").unwrap_or_else(|| json!({})),
+            TaskStatus::Failed => {
+                task["error"] =
+                    outcome.remove("error").unwrap_or_else(|| json!({"code": code::INTERNAL_ERROR, "message": "the task failed"}))
+            }
+            _ => {}
+        }
+    }
+    task
+}

@@ -1,0 +1,183 @@
+//! `tools/call` as a task: whether a call becomes one (the era's rules and the tool's task
+//! support), creating it durably, and running the tool detached from its request until its
+//! terminal status and answer are stored.
+//!
+//! 2025-11-25: the client asks with `params.task` (`{ttl}`); a tool that forbids tasks refuses
+//! it and one that requires them refuses a call without it (-32601 both ways). 2026-07-28:
+//! the server decides, and only for a client that declared the tasks extension; a task-only
+//! tool called by any other client gets -32021 naming the extension.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::super::{McpServer, RequestCtx};
+use super::ended::Answer;
+use super::result;
+use crate::audit::{AuditRecord, EventKind, Outcome};
+use crate::protocol::Era;
+use crate::protocol::jsonrpc::{RpcError, code};
+use crate::protocol::task::{TASKS_EXTENSION, TaskStatus, TaskSupport};
+use crate::tasks::Tasks;
+use crate::tool::{ContextParts, RegisteredTool, ToolContext};
+
+/// How a call runs.
+pub(super) enum Mode {
+    Now,
+    /// As a task, with the TTL the client asked for (milliseconds), if any.
+    Task(Option<u64>),
+}
+
+/// The key a task is bound to: the principal, or "" without authentication (task ids are
+/// unguessable then, and `tasks/list` is not offered).
+pub(in crate::server) fn owner(ctx: &RequestCtx) -> String {
+    ctx.caller.principal.as_deref().map(crate::principal::Principal::key).unwrap_or_default()
+}
+
+impl McpServer {
+    /// Whether this call of `tool` runs now or as a task; `Err` when the era's rules refuse it.
+    pub(super) fn mode(&self, tool: &RegisteredTool, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Mode, RpcError> {
+        let support = tool.tool.opts.task_support;
+        let name = tool.name();
+        if self.tasks().is_none() {
+            // TK-02: without the capability `params.task` is ignored.
+            return match support {
+                TaskSupport::Required => Err(RpcError::new(
+                    code::METHOD_NOT_FOUND,
+                    format!("The tool {name} runs only as a task, and tasks are turned off on this server (tasks.enabled)"),
+                )),
+                _ => Ok(Mode::Now),
+            };
+        }
+        match ctx.era() {
+            Era::Legacy => match (support, params.get("task")) {
+                (TaskSupport::Forbidden, Some(_)) => Err(RpcError::new(
+                    code::METHOD_NOT_FOUND,
+                    format!("The tool {name} does not run as a task: call it without params.task"),
+                )),
+                (TaskSupport::Required, None) => Err(RpcError::new(
+                    code::METHOD_NOT_FOUND,
+                    format!("The tool {name} runs only as a task: call it with params.task (e.g. {{\"ttl\": 60000}})"),
+                )),
+                (_, Some(task)) => {
+                    let task =
+                        task.as_object().ok_or_else(|| RpcError::invalid_params("params.task must be an object like {\"ttl\": 60000}"))?;
+                    let ttl = match task.get("ttl") {
+                        None | Some(Value::Null) => None,
+                        Some(ttl) => Some(
+                            ttl.as_u64()
+                                .ok_or_else(|| RpcError::invalid_params("params.task.ttl must be a whole number of milliseconds"))?,
+                        ),
+                    };
+                    Ok(Mode::Task(ttl))
+                }
+                (_, None) => Ok(Mode::Now),
+            },
+            // A legacy `params.task` is ignored in this era: the server decides.
+            Era::Modern => match (support, ctx.caps.tasks) {
+                (TaskSupport::Forbidden, _) | (TaskSupport::Optional, false) => Ok(Mode::Now),
+                (TaskSupport::Required, false) => Err(RpcError::new(code::MISSING_CLIENT_CAPABILITY, "Missing required client capability")
+                    .with_data(json!({ "requiredCapabilities": { "extensions": { TASKS_EXTENSION: {} } } }))),
+                (_, true) => Ok(Mode::Task(None)),
+            },
+        }
+    }
+
+    /// Creates the task (stored before the answer leaves), starts the tool detached from the
+    /// request, and answers `CreateTaskResult` in the era's shape.
+    pub(super) async fn start_task(
+        &self,
+        tool: Arc<RegisteredTool>,
+        arguments: Map<String, Value>,
+        ttl: Option<u64>,
+        ctx: &RequestCtx,
+    ) -> Answer {
+        let (Some(tasks), Some(me)) = (self.tasks().cloned(), self.me.upgrade()) else { return Err(RpcError::internal()) };
+        let era = if ctx.era() == Era::Modern { "modern" } else { "legacy" };
+        let (task, cancel) = tasks.create(&owner(ctx), era, tool.name(), ttl).await?;
+        // The run has no client to talk to: its request has been answered.
+        let channel = crate::tool::no_client();
+        let caps = crate::tool::ClientCaps { sampling: false, elicitation_form: false, elicitation_url: false, ..ctx.caps };
+        let context = ToolContext::new(ContextParts {
+            tool: tool.name().into(),
+            arguments,
+            cancel: cancel.child_token(),
+            progress_token: None,
+            log_level: None,
+            channel: channel.clone(),
+            caps,
+            version: ctx.version,
+            mrtr: None,
+            principal: ctx.caller.principal.clone(),
+        });
+        let run_ctx = RequestCtx {
+            version: ctx.version,
+            session: None,
+            caller: ctx.caller.clone(),
+            caps,
+            log_level: None,
+            channel,
+            cancel,
+            audit: ctx.audit.clone(),
+        };
+        let id = task.id.clone();
+        self.in_flight.spawn(async move { me.run_task(&tasks, &id, &tool, context, &run_ctx).await });
+        Ok(match ctx.era() {
+            Era::Legacy => json!({ "task": task.legacy_json() }),
+            Era::Modern => {
+                let mut created = task.modern_json();
+                created["resultType"] = json!("task");
+                created
+            }
+        })
+    }
+
+    /// Runs the tool and stores how it ended: what the call would have answered, as the
+    /// task's outcome. A task cancelled meanwhile keeps its `cancelled` status.
+    async fn run_task(&self, tasks: &Tasks, id: &str, tool: &RegisteredTool, context: ToolContext, ctx: &RequestCtx) {
+        let started = std::time::Instant::now();
+        let ended = self.run(tool, context, ctx).await;
+        if ctx.cancel.is_cancelled() {
+            return;
+        }
+        let mut outcome = ended.outcome();
+        let answer = match ended.into_result(self, tool.name(), ctx.era(), None) {
+            Ok(result) => result::finish(tool, result, self.settings.tools.default_char_limit, ctx.version),
+            Err(answer) => answer,
+        };
+        if answer.is_err() && outcome == Outcome::Ok {
+            outcome = Outcome::InternalError;
+        }
+        let (status, message, stored) = settle(&answer, ctx.era());
+        tool.metrics().record(outcome as usize, started.elapsed());
+        tasks.finish(id, status, message.as_deref(), &stored).await;
+        if let Some(audit) = &ctx.audit {
+            let record = AuditRecord::new(EventKind::ToolCall, outcome)
+                .with_tool(tool.name(), &Value::Null)
+                .with_detail(format!("task {id} {}", status.as_str()));
+            ctx.caller.audit(audit, record.with_timing(started.elapsed(), None)).await;
+        }
+    }
+}
+
+/// A finished call's status, status message and stored outcome. A JSON-RPC error fails the
+/// task in both eras; a tool error (`isError`) fails it in 2025-11-25 but completes it in
+/// 2026-07-28, whose clients read `isError` in the inlined result.
+fn settle(answer: &Answer, era: Era) -> (TaskStatus, Option<String>, Value) {
+    match answer {
+        Ok(result) => {
+            let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
+            let message = is_error.then(|| first_text(result).unwrap_or_else(|| "the tool reported an error".to_owned()));
+            let status = if is_error && era == Era::Legacy { TaskStatus::Failed } else { TaskStatus::Completed };
+            (status, message, json!({ "result": result }))
+        }
+        Err(error) => (TaskStatus::Failed, Some(error.message.to_string()), json!({ "error": error })),
+    }
+}
+
+/// The first text block of a result (at most 500 characters), for a status message.
+fn first_text(result: &Value) -> Option<String> {
+    let blocks = result.get("content")?.as_array()?;
+    let text = blocks.iter().find(|b| b["type"] == "text")?.get("text")?.as_str()?;
+    Some(text.chars().take(500).collect())
+}

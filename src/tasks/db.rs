@@ -1,0 +1,178 @@
+//! The `tasks` table: one statement per change, each atomic on its own. Terminal states are
+//! written only over non-terminal ones (`WHERE status IN ('working', 'input_required')`), so a
+//! cancel and a finish racing on two replicas settle on whichever landed first, and a terminal
+//! task never changes again. The columns are plain integers and text on both backends, so one
+//! SQL text serves SQLite and Postgres.
+
+use serde_json::Value;
+use sqlx::Row as _;
+
+use crate::protocol::task::{Task, TaskStatus};
+use crate::store::{Backend, Store};
+
+/// The same statement on whichever backend runs (`$pool` is that backend's pool).
+macro_rules! on_pool {
+    ($store:expr, |$pool:ident| $body:expr) => {
+        match $store.backend() {
+            Backend::Sqlite($pool) => $body,
+            Backend::Postgres($pool) => $body,
+        }
+    };
+}
+
+macro_rules! columns {
+    () => {
+        "id, owner, era, tool, status, status_message, created_ms, updated_ms, ttl_ms, poll_ms, outcome, lease_owner"
+    };
+}
+
+macro_rules! live {
+    () => {
+        "status IN ('working', 'input_required')"
+    };
+}
+
+/// A stored task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskRow {
+    pub task: Task,
+    /// The principal key that created it ("" without authentication).
+    pub owner: String,
+    /// `legacy` or `modern`: the era it was created in (its results' shape).
+    pub era: String,
+    pub tool: String,
+    /// Once terminal: `{"result": …}` or `{"error": …}`.
+    pub outcome: Option<Value>,
+    /// The replica running it (while it runs).
+    pub lease_owner: Option<String>,
+}
+
+macro_rules! row {
+    ($row:expr) => {{
+        let row = $row;
+        let status: String = row.try_get("status")?;
+        let outcome: Option<String> = row.try_get("outcome")?;
+        TaskRow {
+            task: Task {
+                id: row.try_get("id")?,
+                status: TaskStatus::parse(&status).unwrap_or(TaskStatus::Failed),
+                status_message: row.try_get("status_message")?,
+                created_ms: row.try_get("created_ms")?,
+                updated_ms: row.try_get("updated_ms")?,
+                ttl_ms: row.try_get("ttl_ms")?,
+                poll_ms: row.try_get("poll_ms")?,
+            },
+            owner: row.try_get::<Option<String>, _>("owner")?.unwrap_or_default(),
+            era: row.try_get("era")?,
+            tool: row.try_get("tool")?,
+            outcome: outcome.and_then(|o| serde_json::from_str(&o).ok()),
+            lease_owner: row.try_get("lease_owner")?,
+        }
+    }};
+}
+
+/// Stores a new `working` task, claimed by `replica` until `lease_until_ms`.
+pub async fn insert(store: &Store, row: &TaskRow, lease_until_ms: i64) -> Result<(), sqlx::Error> {
+    let t = &row.task;
+    let sql = "INSERT INTO tasks (id, owner, era, tool, status, created_ms, updated_ms, ttl_ms, expires_ms, poll_ms, lease_owner, lease_until_ms) \
+               VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10, $11)";
+    let expires = t.ttl_ms.map(|ttl| t.created_ms.saturating_add(ttl));
+    on_pool!(store, |pool| {
+        sqlx::query(sql)
+            .bind(&t.id)
+            .bind(&row.owner)
+            .bind(&row.era)
+            .bind(&row.tool)
+            .bind(t.status.as_str())
+            .bind(t.created_ms)
+            .bind(t.ttl_ms)
+            .bind(expires)
+            .bind(t.poll_ms)
+            .bind(&row.lease_owner)
+            .bind(lease_until_ms)
+            .execute(pool)
+            .await
+            .map(drop)
+    })
+}
+
+/// The task `id`, unless it expired at `now_ms`.
+pub async fn get(store: &Store, id: &str, now_ms: i64) -> Result<Option<TaskRow>, sqlx::Error> {
+    let sql = concat!("SELECT ", columns!(), " FROM tasks WHERE id = $1 AND (expires_ms IS NULL OR expires_ms > $2)");
+    on_pool!(store, |pool| {
+        let row = sqlx::query(sql).bind(id).bind(now_ms).fetch_optional(pool).await?;
+        Ok(match row {
+            Some(row) => Some(row!(&row)),
+            None => None,
+        })
+    })
+}
+
+/// `owner`'s tasks after the cursor `(created_ms, id)`, oldest first, at most `limit`.
+pub async fn list(store: &Store, owner: &str, after: Option<(i64, String)>, limit: i64, now_ms: i64) -> Result<Vec<TaskRow>, sqlx::Error> {
+    let (after_ms, after_id) = after.unwrap_or((i64::MIN, String::new()));
+    let sql = concat!(
+        "SELECT ",
+        columns!(),
+        " FROM tasks WHERE COALESCE(owner, '') = $1 AND (expires_ms IS NULL OR expires_ms > $2) \
+         AND (created_ms > $3 OR (created_ms = $3 AND id > $4)) ORDER BY created_ms, id LIMIT $5"
+    );
+    on_pool!(store, |pool| {
+        let rows = sqlx::query(sql).bind(owner).bind(now_ms).bind(after_ms).bind(&after_id).bind(limit).fetch_all(pool).await?;
+        let mut tasks = Vec::with_capacity(rows.len());
+        for row in &rows {
+            tasks.push(row!(row));
+        }
+        Ok(tasks)
+    })
+}
+
+/// Moves a live task to a terminal `status`; `false` when it was terminal already (or gone).
+pub async fn finish(
+    store: &Store,
+    id: &str,
+    status: TaskStatus,
+    message: Option<&str>,
+    outcome: Option<&Value>,
+    now_ms: i64,
+) -> Result<bool, sqlx::Error> {
+    let sql = concat!(
+        "UPDATE tasks SET status = $1, status_message = $2, outcome = $3, updated_ms = $4, lease_owner = NULL, lease_until_ms = NULL \
+         WHERE id = $5 AND ",
+        live!()
+    );
+    let outcome = outcome.map(Value::to_string);
+    on_pool!(store, |pool| {
+        let done = sqlx::query(sql).bind(status.as_str()).bind(message).bind(&outcome).bind(now_ms).bind(id).execute(pool).await?;
+        Ok(done.rows_affected() == 1)
+    })
+}
+
+/// Extends the claim of `replica` on every task it runs to `until_ms`.
+pub async fn renew(store: &Store, replica: &str, until_ms: i64) -> Result<u64, sqlx::Error> {
+    let sql = concat!("UPDATE tasks SET lease_until_ms = $1 WHERE lease_owner = $2 AND ", live!());
+    on_pool!(store, |pool| Ok(sqlx::query(sql).bind(until_ms).bind(replica).execute(pool).await?.rows_affected()))
+}
+
+/// Fails every live task whose claim lapsed before `now_ms`: its replica stopped without
+/// finishing it. Returns how many.
+pub async fn fail_lapsed(store: &Store, now_ms: i64) -> Result<u64, sqlx::Error> {
+    let error = serde_json::json!({"error": {"code": -32603, "message": "The server running this task stopped before it finished; start it again"}});
+    let sql = concat!(
+        "UPDATE tasks SET status = 'failed', status_message = 'the server running this task stopped before it finished', \
+         outcome = $1, updated_ms = $2, lease_owner = NULL, lease_until_ms = NULL WHERE lease_until_ms < $2 AND ",
+        live!()
+    );
+    on_pool!(store, |pool| Ok(sqlx::query(sql).bind(error.to_string()).bind(now_ms).execute(pool).await?.rows_affected()))
+}
+
+/// Deletes tasks past their TTL. Returns how many.
+pub async fn prune(store: &Store, now_ms: i64) -> Result<u64, sqlx::Error> {
+    on_pool!(store, |pool| Ok(sqlx::query("DELETE FROM tasks WHERE expires_ms <= $1").bind(now_ms).execute(pool).await?.rows_affected()))
+}
+
+/// How many live tasks `owner` has.
+pub async fn count_live(store: &Store, owner: &str) -> Result<i64, sqlx::Error> {
+    let sql = concat!("SELECT COUNT(*) AS n FROM tasks WHERE COALESCE(owner, '') = $1 AND ", live!());
+    on_pool!(store, |pool| sqlx::query(sql).bind(owner).fetch_one(pool).await?.try_get::<i64, _>("n"))
+}

@@ -1,0 +1,261 @@
+//! Tasks: tool calls that outlive their request, kept in the database so any replica answers
+//! for any task and a restart loses no finished result.
+//!
+//! A task is created `working`, stored, and claimed by the replica that runs it (a lease,
+//! renewed every third of `tasks.lease_secs`); the call then runs detached from its request.
+//! It ends `completed`, `failed` or `cancelled`, and a terminal task never changes
+//! ([`db`]). A cancel through any replica is written first, then reaches the running replica
+//! (locally, or as [`ClusterEvent::TaskCancelled`]). A replica that dies leaves its lease to
+//! lapse; every replica's [`Tasks::maintain`] then fails the task with a clear message, and
+//! deletes tasks past their TTL. Tasks belong to their creator: anyone else is told the task
+//! does not exist.
+
+pub mod db;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+pub use db::TaskRow;
+
+use crate::cluster::{Cluster, ClusterEvent};
+use crate::config::tasks::TaskSettings;
+use crate::protocol::jsonrpc::{RpcError, code};
+use crate::protocol::task::{Task, TaskStatus};
+use crate::store::Store;
+
+/// The task service of one replica.
+pub struct Tasks {
+    store: Store,
+    settings: TaskSettings,
+    cluster: Arc<dyn Cluster>,
+    /// Tasks running here, by id: cancelling the token stops the tool.
+    running: Mutex<HashMap<String, CancellationToken>>,
+    /// Woken whenever a task changes on this replica (waiters re-read the row).
+    changed: Notify,
+}
+
+impl std::fmt::Debug for Tasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tasks").field("running", &self.running.lock().len()).finish_non_exhaustive()
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A task id: 128 random bits, URL-safe (unguessable, so even without authentication one
+/// client cannot reach another's task by trying ids).
+fn new_id() -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 16]>())
+}
+
+fn storage_error(e: &sqlx::Error) -> RpcError {
+    tracing::error!(error = %e, "task storage failed");
+    RpcError::internal()
+}
+
+/// -32602 for a task that does not exist, expired, or belongs to someone else (the same
+/// answer, so ids cannot be probed).
+fn not_found(id: &str) -> RpcError {
+    RpcError::invalid_params(format!("Task not found: {id} (unknown, expired, or not yours)"))
+}
+
+impl Tasks {
+    pub fn new(store: Store, settings: TaskSettings, cluster: Arc<dyn Cluster>) -> Arc<Self> {
+        Arc::new(Self { store, settings, cluster, running: Mutex::new(HashMap::new()), changed: Notify::new() })
+    }
+
+    pub fn settings(&self) -> &TaskSettings {
+        &self.settings
+    }
+
+    /// Creates and stores a `working` task for `owner`, claimed by this replica, with the TTL
+    /// the client asked for (bounded by `tasks.max_ttl_secs`). Returned only once stored, so
+    /// a `tasks/get` through any replica finds it. The token stops the tool when the task is
+    /// cancelled.
+    pub async fn create(&self, owner: &str, era: &str, tool: &str, ttl_ms: Option<u64>) -> Result<(Task, CancellationToken), RpcError> {
+        let live = db::count_live(&self.store, owner).await.map_err(|e| storage_error(&e))?;
+        if usize::try_from(live).unwrap_or(usize::MAX) >= self.settings.max_running_per_client {
+            let max = self.settings.max_running_per_client;
+            return Err(RpcError::new(
+                code::TRANSPORT,
+                format!("Too many running tasks: {max} at once (tasks.max_running_per_client); wait for one to finish or cancel one"),
+            )
+            .with_data(json!({ "limit": "tasks" })));
+        }
+        let now = now_ms();
+        let poll_ms = i64::try_from(self.settings.poll_interval_ms).unwrap_or(1000);
+        let task = Task {
+            id: new_id(),
+            status: TaskStatus::Working,
+            status_message: None,
+            created_ms: now,
+            updated_ms: now,
+            ttl_ms: Some(self.settings.ttl_ms(ttl_ms)),
+            poll_ms,
+        };
+        let row = TaskRow {
+            task: task.clone(),
+            owner: owner.to_owned(),
+            era: era.to_owned(),
+            tool: tool.to_owned(),
+            outcome: None,
+            lease_owner: Some(self.cluster.replica().to_owned()),
+        };
+        let cancel = CancellationToken::new();
+        self.running.lock().insert(task.id.clone(), cancel.clone());
+        if let Err(e) = db::insert(&self.store, &row, now + self.settings.lease_ms()).await {
+            self.running.lock().remove(&task.id);
+            return Err(storage_error(&e));
+        }
+        crate::metrics::record::task_created();
+        Ok((task, cancel))
+    }
+
+    /// The task `id` if `owner` created it.
+    pub async fn get(&self, id: &str, owner: &str) -> Result<TaskRow, RpcError> {
+        let row = db::get(&self.store, id, now_ms()).await.map_err(|e| storage_error(&e))?;
+        row.filter(|r| r.owner == owner).ok_or_else(|| not_found(id))
+    }
+
+    /// A page of `owner`'s tasks after `after` (`created_ms`, id), and the key of the next.
+    pub async fn list(
+        &self,
+        owner: &str,
+        after: Option<(i64, String)>,
+        limit: usize,
+    ) -> Result<(Vec<TaskRow>, Option<(i64, String)>), RpcError> {
+        let limit = i64::try_from(limit.max(1)).unwrap_or(100);
+        let mut rows = db::list(&self.store, owner, after, limit + 1, now_ms()).await.map_err(|e| storage_error(&e))?;
+        let next = (rows.len() > usize::try_from(limit).unwrap_or(usize::MAX)).then(|| {
+            rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+            rows.last().map(|r| (r.task.created_ms, r.task.id.clone()))
+        });
+        Ok((rows, next.flatten()))
+    }
+
+    /// Ends a live task with `outcome` (`{"result": …}` or `{"error": …}`); a task already
+    /// terminal (cancelled meanwhile) stays as it is. Returns whether this write ended it.
+    pub async fn finish(&self, id: &str, status: TaskStatus, message: Option<&str>, outcome: &Value) -> bool {
+        self.running.lock().remove(id);
+        let ended = match db::finish(&self.store, id, status, message, Some(outcome), now_ms()).await {
+            Ok(ended) => ended,
+            Err(e) => {
+                // The lease lapses and another replica fails the task: never lost silently.
+                tracing::error!(task = id, error = %e, "cannot store a task's result");
+                false
+            }
+        };
+        if ended {
+            crate::metrics::record::task_ended(status.as_str());
+        }
+        self.changed.notify_waiters();
+        ended
+    }
+
+    /// Cancels a live task of `owner`: stored as `cancelled` first, then the tool is stopped
+    /// wherever it runs. `Ok(false)` when it was terminal already.
+    pub async fn cancel(&self, id: &str, owner: &str) -> Result<bool, RpcError> {
+        self.get(id, owner).await?;
+        let cancelled = db::finish(&self.store, id, TaskStatus::Cancelled, Some("cancelled by the client"), None, now_ms())
+            .await
+            .map_err(|e| storage_error(&e))?;
+        if cancelled {
+            crate::metrics::record::task_ended(TaskStatus::Cancelled.as_str());
+            if !self.stop_local(id) {
+                self.cluster.publish(ClusterEvent::TaskCancelled { task: id.to_owned() });
+            }
+            self.changed.notify_waiters();
+        }
+        Ok(cancelled)
+    }
+
+    /// Stops the tool of task `id` if it runs here (a cancel written through another
+    /// replica). Returns whether it did.
+    pub fn stop_local(&self, id: &str) -> bool {
+        match self.running.lock().remove(id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Waits until task `id` of `owner` is terminal, or `stop` is cancelled (`None`).
+    pub async fn wait_terminal(&self, id: &str, owner: &str, stop: &CancellationToken) -> Result<Option<TaskRow>, RpcError> {
+        loop {
+            let changed = self.changed.notified();
+            let row = self.get(id, owner).await?;
+            if row.task.status.is_terminal() {
+                return Ok(Some(row));
+            }
+            // Changes made on other replicas are seen by polling; local ones wake at once.
+            let poll = Duration::from_millis(u64::try_from(row.task.poll_ms).unwrap_or(1000).clamp(50, 500));
+            tokio::select! {
+                () = changed => {}
+                () = tokio::time::sleep(poll) => {}
+                () = stop.cancelled() => return Ok(None),
+            }
+        }
+    }
+
+    /// The upkeep every replica runs until `stop`: renews this replica's leases, fails tasks
+    /// whose replica stopped (lapsed leases), deletes tasks past their TTL.
+    pub async fn maintain(self: Arc<Self>, stop: CancellationToken) {
+        let period = Duration::from_millis(u64::try_from(self.settings.lease_ms() / 3).unwrap_or(10_000).max(100));
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = stop.cancelled() => return,
+            }
+            let now = now_ms();
+            if let Err(e) = db::renew(&self.store, self.cluster.replica(), now + self.settings.lease_ms()).await {
+                tracing::warn!(error = %e, "cannot renew task leases");
+            }
+            match db::fail_lapsed(&self.store, now).await {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::warn!(tasks = n, "tasks failed: the replica running them stopped");
+                    crate::metrics::record::tasks_lease_lost(n);
+                    self.changed.notify_waiters();
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot check task leases"),
+            }
+            if let Err(e) = db::prune(&self.store, now).await {
+                tracing::warn!(error = %e, "cannot delete expired tasks");
+            }
+        }
+    }
+
+    /// At shutdown: fails the tasks still running here, so clients learn at once instead of
+    /// after the lease lapses.
+    pub async fn abandon_local(&self) {
+        let ids: Vec<String> = self
+            .running
+            .lock()
+            .drain()
+            .map(|(id, token)| {
+                token.cancel();
+                id
+            })
+            .collect();
+        let error =
+            json!({"error": {"code": code::INTERNAL_ERROR, "message": "The server stopped before the task finished; start it again"}});
+        for id in ids {
+            self.finish(&id, TaskStatus::Failed, Some("the server stopped before the task finished"), &error).await;
+        }
+    }
+}
