@@ -10,6 +10,7 @@ mod interactive;
 mod mrtr;
 mod prompts;
 mod resources;
+mod tasks;
 
 use std::sync::Arc;
 
@@ -24,6 +25,7 @@ pub fn install(server: &Arc<McpServer>) -> Result<(), String> {
     server.tools.upsert_all(content::tools())?;
     server.tools.upsert_all(interactive::tools())?;
     server.tools.upsert_all(mrtr::tools())?;
+    server.tools.upsert_all(tasks::tools())?;
     server.tools.upsert_all(diagnostics::tools(Arc::downgrade(server)))?;
     resources::install(server);
     prompts::install(server);
@@ -51,6 +53,8 @@ mod tests {
             "test_input_required_result_multi_round",
             "test_missing_capability",
             "test_trigger_prompt_change",
+            "slow_compute",
+            "failing_job",
         ] {
             assert!(tools.get(name).is_some(), "{name} is registered");
         }

@@ -48,6 +48,11 @@ impl Ended {
         }
     }
 
+    /// A panic or an internal error: the server's fault, not a result the model can act on.
+    pub(super) fn is_internal(&self) -> bool {
+        matches!(self, Self::Panicked | Self::Done(Err(ToolError::Internal(_))))
+    }
+
     /// The tool result this ending reports, or the answer itself when it is not a tool result
     /// (a cancellation, an MRTR `input_required`, an error the modern era sends as JSON-RPC).
     pub(super) fn into_result(self, server: &McpServer, name: &str, era: Era, mrtr: Option<&Mrtr>) -> Result<CallToolResult, Answer> {

@@ -141,7 +141,14 @@ impl McpServer {
             return;
         }
         let mut outcome = ended.outcome();
+        // Within a request an internal failure is answered as an `isError` result; a task has
+        // a place for a JSON-RPC error, so it fails with one (-32603).
+        let internal = ended.is_internal();
         let answer = match ended.into_result(self, tool.name(), ctx.era(), None) {
+            Ok(_) if internal => Err(RpcError::new(
+                code::INTERNAL_ERROR,
+                format!("The tool {} failed unexpectedly; the server logged the details", tool.name()),
+            )),
             Ok(result) => result::finish(tool, result, self.settings.tools.default_char_limit, ctx.version),
             Err(answer) => answer,
         };

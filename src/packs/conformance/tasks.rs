@@ -1,0 +1,46 @@
+//! Fixtures of the suite's tasks scenarios (the 2026-07-28 tasks extension): `greet` runs
+//! within its request; `slow_compute` may run as a task; `failing_job` runs only as one and
+//! ends in a tool error; `protocol_error_job` fails with a JSON-RPC error.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::protocol::CallToolResult;
+use crate::protocol::task::TaskSupport;
+use crate::tool::{Tool, ToolError};
+
+pub(super) fn tools() -> Vec<Tool> {
+    vec![
+        Tool::builder("greet", "Greets someone by name, at once.")
+            .input_schema(json!({"type": "object", "properties": {"name": {"type": "string"}}, "additionalProperties": false}))
+            .read_only()
+            .handler(|ctx| async move {
+                let name = ctx.arguments().get("name").and_then(Value::as_str).unwrap_or("world").to_owned();
+                Ok(CallToolResult::text(format!("Hello, {name}!")))
+            }),
+        Tool::builder("slow_compute", "Computes for the given number of seconds, then reports its label.")
+            .input_schema(json!({
+                "type": "object",
+                "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 600}, "label": {"type": "string"}},
+                "additionalProperties": false
+            }))
+            .task_support(TaskSupport::Optional)
+            .timeout(Duration::from_secs(700))
+            .handler(|ctx| async move {
+                let seconds = ctx.arguments().get("seconds").and_then(Value::as_f64).unwrap_or(0.0);
+                let label = ctx.arguments().get("label").and_then(Value::as_str).unwrap_or("result").to_owned();
+                ctx.sleep(Duration::from_secs_f64(seconds)).await?;
+                Ok(CallToolResult::text(format!("Computed {label} after {seconds} seconds")))
+            }),
+        Tool::builder("failing_job", "Works for about a second, then fails with a tool error. Runs only as a task.")
+            .task_support(TaskSupport::Required)
+            .handler(|ctx| async move {
+                ctx.sleep(Duration::from_secs(1)).await?;
+                Err(ToolError::Failed("The job failed: the input could not be processed".into()))
+            }),
+        Tool::builder("protocol_error_job", "Fails with a protocol (JSON-RPC) error instead of a result.")
+            .task_support(TaskSupport::Optional)
+            .handler(|_| async { Err(ToolError::Internal(anyhow::anyhow!("protocol_error_job always fails"))) }),
+    ]
+}
