@@ -238,7 +238,9 @@ struct Tracked {
 }
 
 impl Service<http::Request<Incoming>> for Tracked {
-    type Response = http::Response<Body>;
+    // Not re-boxed into an axum `Body`: hyper takes any body, and a box per response shows
+    // on the request path.
+    type Response = http::Response<WithGuard>;
     type Error = Infallible;
     type Future = TrackedFuture;
 
@@ -268,13 +270,13 @@ pin_project_lite::pin_project! {
 }
 
 impl std::future::Future for TrackedFuture {
-    type Output = Result<http::Response<Body>, Infallible>;
+    type Output = Result<http::Response<WithGuard>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let response = std::task::ready!(this.inner.poll(cx));
         let guard = this.guard.clone();
-        Poll::Ready(response.map(|r| r.map(|b| Body::new(WithGuard { inner: b, _guard: guard }))))
+        Poll::Ready(response.map(|r| r.map(|b| WithGuard { inner: b, _guard: guard })))
     }
 }
 
