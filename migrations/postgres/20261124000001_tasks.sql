@@ -5,6 +5,9 @@ CREATE TABLE tasks (
     id             TEXT    PRIMARY KEY NOT NULL,
     -- The principal (issuer and subject) that created it; NULL without authentication.
     owner          TEXT,
+    -- Whom the running-task cap counts against: the principal, or the client address without
+    -- authentication (digested, never in clear).
+    client         TEXT    NOT NULL DEFAULT '',
     era            TEXT    NOT NULL,
     tool           TEXT    NOT NULL,
     status         TEXT    NOT NULL,
@@ -24,3 +27,4 @@ CREATE TABLE tasks (
 CREATE INDEX tasks_owner_created ON tasks (owner, created_ms, id);
 CREATE INDEX tasks_expires ON tasks (expires_ms);
 CREATE INDEX tasks_lease ON tasks (status, lease_until_ms);
+CREATE INDEX tasks_client ON tasks (client, status);

@@ -71,11 +71,12 @@ macro_rules! row {
     }};
 }
 
-/// Stores a new `working` task, claimed by `replica` until `lease_until_ms`.
-pub async fn insert(store: &Store, row: &TaskRow, lease_until_ms: i64) -> Result<(), sqlx::Error> {
+/// Stores a new `working` task of `client` (whom the running-task cap counts against),
+/// claimed by its `lease_owner` until `lease_until_ms`.
+pub async fn insert(store: &Store, row: &TaskRow, client: &str, lease_until_ms: i64) -> Result<(), sqlx::Error> {
     let t = &row.task;
-    let sql = "INSERT INTO tasks (id, owner, era, tool, status, created_ms, updated_ms, ttl_ms, expires_ms, poll_ms, lease_owner, lease_until_ms) \
-               VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10, $11)";
+    let sql = "INSERT INTO tasks (id, owner, era, tool, status, created_ms, updated_ms, ttl_ms, expires_ms, poll_ms, lease_owner, lease_until_ms, client) \
+               VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10, $11, $12)";
     let expires = t.ttl_ms.map(|ttl| t.created_ms.saturating_add(ttl));
     on_pool!(store, |pool| {
         sqlx::query(sql)
@@ -90,6 +91,7 @@ pub async fn insert(store: &Store, row: &TaskRow, lease_until_ms: i64) -> Result
             .bind(t.poll_ms)
             .bind(&row.lease_owner)
             .bind(lease_until_ms)
+            .bind(client)
             .execute(pool)
             .await
             .map(drop)
@@ -171,8 +173,8 @@ pub async fn prune(store: &Store, now_ms: i64) -> Result<u64, sqlx::Error> {
     on_pool!(store, |pool| Ok(sqlx::query("DELETE FROM tasks WHERE expires_ms <= $1").bind(now_ms).execute(pool).await?.rows_affected()))
 }
 
-/// How many live tasks `owner` has.
-pub async fn count_live(store: &Store, owner: &str) -> Result<i64, sqlx::Error> {
-    let sql = concat!("SELECT COUNT(*) AS n FROM tasks WHERE COALESCE(owner, '') = $1 AND ", live!());
-    on_pool!(store, |pool| sqlx::query(sql).bind(owner).fetch_one(pool).await?.try_get::<i64, _>("n"))
+/// How many live tasks `client` has.
+pub async fn count_live(store: &Store, client: &str) -> Result<i64, sqlx::Error> {
+    let sql = concat!("SELECT COUNT(*) AS n FROM tasks WHERE client = $1 AND ", live!());
+    on_pool!(store, |pool| sqlx::query(sql).bind(client).fetch_one(pool).await?.try_get::<i64, _>("n"))
 }

@@ -82,9 +82,17 @@ impl Tasks {
     /// Creates and stores a `working` task for `owner`, claimed by this replica, with the TTL
     /// the client asked for (bounded by `tasks.max_ttl_secs`). Returned only once stored, so
     /// a `tasks/get` through any replica finds it. The token stops the tool when the task is
-    /// cancelled.
-    pub async fn create(&self, owner: &str, era: &str, tool: &str, ttl_ms: Option<u64>) -> Result<(Task, CancellationToken), RpcError> {
-        let live = db::count_live(&self.store, owner).await.map_err(|e| storage_error(&e))?;
+    /// cancelled. `client` is whom `tasks.max_running_per_client` counts against (without
+    /// authentication every task's owner is "", but each address has its own cap).
+    pub async fn create(
+        &self,
+        owner: &str,
+        client: &str,
+        era: &str,
+        tool: &str,
+        ttl_ms: Option<u64>,
+    ) -> Result<(Task, CancellationToken), RpcError> {
+        let live = db::count_live(&self.store, client).await.map_err(|e| storage_error(&e))?;
         if usize::try_from(live).unwrap_or(usize::MAX) >= self.settings.max_running_per_client {
             let max = self.settings.max_running_per_client;
             return Err(RpcError::new(
@@ -114,7 +122,7 @@ impl Tasks {
         };
         let cancel = CancellationToken::new();
         self.running.lock().insert(task.id.clone(), cancel.clone());
-        if let Err(e) = db::insert(&self.store, &row, now + self.settings.lease_ms()).await {
+        if let Err(e) = db::insert(&self.store, &row, client, now + self.settings.lease_ms()).await {
             self.running.lock().remove(&task.id);
             return Err(storage_error(&e));
         }

@@ -197,3 +197,33 @@ async fn a_mcp_name_that_is_not_the_task_id_gets_32020() {
     assert_eq!(res.status(), 400);
     assert_eq!(common::response_json(res).await["error"]["code"], -32020);
 }
+
+#[tokio::test]
+async fn the_running_task_cap_counts_per_client_address_without_authentication() {
+    let s = TestServer::with(|c| {
+        c.tasks.max_running_per_client = 1;
+        c.server.trusted_proxies = vec!["127.0.0.1/32".into()];
+    })
+    .await;
+    let slow = Tool::builder("slow", "Sleeps.").task_support(TaskSupport::Optional).handler(|ctx| async move {
+        ctx.sleep(Duration::from_secs(30)).await?;
+        Ok(CallToolResult::text("done"))
+    });
+    s.state().server.tools.upsert(slow).expect("valid tool");
+    let call_as = |client: &'static str| {
+        let meta =
+            json!({"io.modelcontextprotocol/protocolVersion": common::MODERN, "io.modelcontextprotocol/clientCapabilities": opted_in()});
+        let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","_meta": meta}}).to_string();
+        let s = &s;
+        async move {
+            let headers =
+                [("mcp-protocol-version", common::MODERN), ("mcp-method", "tools/call"), ("mcp-name", "slow"), ("x-forwarded-for", client)];
+            common::response_json(s.post(&body, &headers).await).await
+        }
+    };
+    assert_eq!(call_as("10.0.0.1").await["result"]["resultType"], "task");
+    let refused = call_as("10.0.0.1").await;
+    assert_eq!(refused["error"]["data"]["limit"], "tasks", "{refused}");
+    assert!(refused["error"]["message"].as_str().is_some_and(|m| m.contains("tasks.max_running_per_client")));
+    assert_eq!(call_as("10.0.0.2").await["result"]["resultType"], "task", "another client is not blocked");
+}

@@ -100,6 +100,7 @@ async fn a_task_whose_replica_stopped_turns_failed_when_its_lease_lapses() {
     toolgate::tasks::db::insert(
         &toolgate::store::Store::connect(&pg_settings(db.url(), b.data.path())).await.expect("store"),
         &row,
+        "",
         now + 1000,
     )
     .await

@@ -94,7 +94,8 @@ impl McpServer {
     ) -> Answer {
         let (Some(tasks), Some(me)) = (self.tasks().cloned(), self.me.upgrade()) else { return Err(RpcError::internal()) };
         let era = if ctx.era() == Era::Modern { "modern" } else { "legacy" };
-        let (task, cancel) = tasks.create(&owner(ctx), era, tool.name(), ttl).await?;
+        let client = ctx.caller.client_key().map(|k| k.shared_id()).unwrap_or_default();
+        let (task, cancel) = tasks.create(&owner(ctx), &client, era, tool.name(), ttl).await?;
         // The run has no client to talk to: its request has been answered.
         let channel = crate::tool::no_client();
         let caps = crate::tool::ClientCaps { sampling: false, elicitation_form: false, elicitation_url: false, ..ctx.caps };
