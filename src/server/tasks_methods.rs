@@ -53,8 +53,7 @@ impl McpServer {
             // Before the id is looked at: the extension's methods exist only for clients that
             // declared it.
             if !ctx.caps.tasks {
-                return Err(RpcError::new(code::MISSING_CLIENT_CAPABILITY, "Missing required client capability")
-                    .with_data(json!({ "requiredCapabilities": { "extensions": { TASKS_EXTENSION: {} } } })));
+                return Err(super::tools_call::missing_tasks_extension());
             }
             return modern(tasks, method, params, &owner).await;
         }

@@ -75,10 +75,6 @@ impl Tasks {
         Arc::new(Self { store, settings, cluster, running: Mutex::new(HashMap::new()), changed: Notify::new() })
     }
 
-    pub fn settings(&self) -> &TaskSettings {
-        &self.settings
-    }
-
     /// Creates and stores a `working` task for `owner`, claimed by this replica, with the TTL
     /// the client asked for (bounded by `tasks.max_ttl_secs`). Returned only once stored, so
     /// a `tasks/get` through any replica finds it. The token stops the tool when the task is

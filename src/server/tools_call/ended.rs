@@ -101,6 +101,13 @@ pub(in crate::server) fn missing_capability(cap: &str) -> RpcError {
         .with_data(json!({ "requiredCapabilities": { cap: {} } }))
 }
 
+/// -32021 naming the 2026-07-28 tasks extension: a task-only tool, or a task method, called
+/// by a request that did not declare it.
+pub(in crate::server) fn missing_tasks_extension() -> RpcError {
+    RpcError::new(code::MISSING_CLIENT_CAPABILITY, "Missing required client capability")
+        .with_data(json!({ "requiredCapabilities": { "extensions": { crate::protocol::task::TASKS_EXTENSION: {} } } }))
+}
+
 /// What a call stopped by shutdown answers: an `isError` result the model can act on.
 fn halted_message(name: &str) -> String {
     format!("The server is shutting down and stopped the tool {name} before it finished; retry the call")

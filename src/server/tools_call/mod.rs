@@ -22,7 +22,7 @@ use crate::protocol::CallToolResult;
 use crate::protocol::jsonrpc::RpcError;
 use crate::tool::bulkhead::Refused;
 use crate::tool::{ContextParts, Mrtr, RegisteredTool, ToolContext, schema};
-pub(super) use ended::missing_capability;
+pub(super) use ended::{missing_capability, missing_tasks_extension};
 use ended::{Answer, Ended, cancelled};
 pub(super) use task::owner;
 

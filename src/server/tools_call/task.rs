@@ -17,7 +17,7 @@ use super::result;
 use crate::audit::{AuditRecord, EventKind, Outcome};
 use crate::protocol::Era;
 use crate::protocol::jsonrpc::{RpcError, code};
-use crate::protocol::task::{TASKS_EXTENSION, TaskStatus, TaskSupport};
+use crate::protocol::task::{TaskStatus, TaskSupport};
 use crate::tasks::Tasks;
 use crate::tool::{ContextParts, RegisteredTool, ToolContext};
 
@@ -76,8 +76,7 @@ impl McpServer {
             // A legacy `params.task` is ignored in this era: the server decides.
             Era::Modern => match (support, ctx.caps.tasks) {
                 (TaskSupport::Forbidden, _) | (TaskSupport::Optional, false) => Ok(Mode::Now),
-                (TaskSupport::Required, false) => Err(RpcError::new(code::MISSING_CLIENT_CAPABILITY, "Missing required client capability")
-                    .with_data(json!({ "requiredCapabilities": { "extensions": { TASKS_EXTENSION: {} } } }))),
+                (TaskSupport::Required, false) => Err(super::ended::missing_tasks_extension()),
                 (_, true) => Ok(Mode::Task(None)),
             },
         }
