@@ -9,34 +9,15 @@ use crate::common;
 use std::time::Duration;
 
 use common::TestServer;
+use common::tasks::opted_in;
 use serde_json::{Value, json};
 use toolgate::protocol::CallToolResult;
 use toolgate::protocol::task::TaskSupport;
-use toolgate::tool::{Tool, ToolError};
-
-fn opted_in() -> Value {
-    json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
-}
+use toolgate::tool::Tool;
 
 async fn server() -> TestServer {
     let s = TestServer::start().await;
-    let slow = Tool::builder("slow", "Sleeps for ms milliseconds, then says done.")
-        .input_schema(json!({"type":"object","properties":{"ms":{"type":"integer"}},"additionalProperties":false}))
-        .task_support(TaskSupport::Optional)
-        .handler(|ctx| async move {
-            let ms = ctx.arguments().get("ms").and_then(Value::as_u64).unwrap_or(0);
-            ctx.sleep(Duration::from_millis(ms)).await?;
-            Ok(CallToolResult::text(format!("done after {ms} ms")))
-        });
-    let only = Tool::builder("only_task", "Runs only as a task.")
-        .task_support(TaskSupport::Required)
-        .handler(|_| async { Ok(CallToolResult::text("ok")) });
-    let broken = Tool::builder("broken", "Fails.")
-        .task_support(TaskSupport::Optional)
-        .handler(|_| async { Err(ToolError::Failed("the disk is full".into())) });
-    for tool in [slow, only, broken] {
-        s.state().server.tools.upsert(tool).expect("valid tool");
-    }
+    common::tasks::install(&s);
     s
 }
 

@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use audit_support::{PgDb, pg_settings};
 use common::TestServer;
+use common::tasks::opted_in;
 use serde_json::{Value, json};
-use toolgate::protocol::CallToolResult;
-use toolgate::protocol::task::{Task, TaskStatus, TaskSupport};
-use toolgate::tool::Tool;
+use toolgate::protocol::task::{Task, TaskStatus};
 
 async fn replica(url: String) -> TestServer {
     let s = TestServer::with(move |s| {
@@ -21,20 +20,8 @@ async fn replica(url: String) -> TestServer {
         s.tasks.lease_secs = 3;
     })
     .await;
-    let slow = Tool::builder("slow", "Sleeps for ms milliseconds, then says done.")
-        .input_schema(json!({"type":"object","properties":{"ms":{"type":"integer"}},"additionalProperties":false}))
-        .task_support(TaskSupport::Optional)
-        .handler(|ctx| async move {
-            let ms = ctx.arguments().get("ms").and_then(Value::as_u64).unwrap_or(0);
-            ctx.sleep(Duration::from_millis(ms)).await?;
-            Ok(CallToolResult::text(format!("done after {ms} ms")))
-        });
-    s.state().server.tools.upsert(slow).expect("valid tool");
+    common::tasks::install(&s);
     s
-}
-
-fn opted_in() -> Value {
-    json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
 }
 
 async fn rpc(s: &TestServer, method: &str, params: Value) -> Value {

@@ -22,8 +22,8 @@ use crate::protocol::CallToolResult;
 use crate::protocol::jsonrpc::RpcError;
 use crate::tool::bulkhead::Refused;
 use crate::tool::{ContextParts, Mrtr, RegisteredTool, ToolContext, schema};
-pub(super) use ended::{missing_capability, missing_tasks_extension};
 use ended::{Answer, Ended, cancelled};
+pub(super) use ended::{missing_capability, missing_tasks_extension};
 pub(super) use task::owner;
 
 /// What the audit record of a call needs from its run: how it ended, and whether the tool

@@ -5,6 +5,7 @@
 
 pub mod idp;
 pub mod in_process;
+pub mod tasks;
 
 use std::time::Duration;
 
