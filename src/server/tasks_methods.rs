@@ -63,14 +63,11 @@ impl McpServer {
             "tasks/list" => list(tasks, params, &owner, self.page_size()).await,
             "tasks/cancel" => {
                 let id = task_id(params)?;
-                if !tasks.cancel(id, &owner).await? {
-                    let row = tasks.get(id, &owner).await?;
-                    return Err(RpcError::invalid_params(format!(
-                        "Task {id} is already {} and cannot be cancelled",
-                        row.task.status.as_str()
-                    )));
+                let (task, cancelled) = tasks.cancel(id, &owner).await?;
+                if !cancelled {
+                    return Err(RpcError::invalid_params(format!("Task {id} is already {} and cannot be cancelled", task.status.as_str())));
                 }
-                Ok(tasks.get(id, &owner).await?.task.legacy_json())
+                Ok(task.legacy_json())
             }
             other => Err(RpcError::method_not_found(other)),
         }

@@ -168,20 +168,28 @@ impl Tasks {
     }
 
     /// Cancels a live task of `owner`: stored as `cancelled` first, then the tool is stopped
-    /// wherever it runs. `Ok(false)` when it was terminal already.
-    pub async fn cancel(&self, id: &str, owner: &str) -> Result<bool, RpcError> {
-        self.get(id, owner).await?;
-        let cancelled = db::finish(&self.store, id, TaskStatus::Cancelled, Some("cancelled by the client"), None, now_ms())
-            .await
-            .map_err(|e| storage_error(&e))?;
-        if cancelled {
-            crate::metrics::record::task_ended(TaskStatus::Cancelled.as_str());
-            if !self.stop_local(id) {
-                self.cluster.publish(ClusterEvent::TaskCancelled { task: id.to_owned() });
-            }
-            self.changed.notify_waiters();
+    /// wherever it runs. Returns the task as it now stands, and whether this call cancelled it
+    /// (`false`: it was terminal already).
+    pub async fn cancel(&self, id: &str, owner: &str) -> Result<(Task, bool), RpcError> {
+        let mut task = self.get(id, owner).await?.task;
+        if task.status.is_terminal() {
+            return Ok((task, false));
         }
-        Ok(cancelled)
+        let now = now_ms();
+        let message = "cancelled by the client";
+        let cancelled =
+            db::finish(&self.store, id, TaskStatus::Cancelled, Some(message), None, now).await.map_err(|e| storage_error(&e))?;
+        if !cancelled {
+            // It ended between the read and the write: report what it ended as.
+            return Ok((self.get(id, owner).await?.task, false));
+        }
+        (task.status, task.status_message, task.updated_ms) = (TaskStatus::Cancelled, Some(message.to_owned()), now);
+        crate::metrics::record::task_ended(TaskStatus::Cancelled.as_str());
+        if !self.stop_local(id) {
+            self.cluster.publish(ClusterEvent::TaskCancelled { task: id.to_owned() });
+        }
+        self.changed.notify_waiters();
+        Ok((task, true))
     }
 
     /// Stops the tool of task `id` if it runs here (a cancel written through another
