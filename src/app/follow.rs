@@ -91,6 +91,11 @@ pub async fn follow_sessions(mut rx: tokio::sync::broadcast::Receiver<crate::clu
                     tasks.stop_local(&task);
                 }
             }
+            ClusterEvent::TaskAnswered { .. } => {
+                if let Some(tasks) = state.server.tasks() {
+                    tasks.wake();
+                }
+            }
             ClusterEvent::ToolDefinitionsChanged | ClusterEvent::Resync => {}
         }
     }

@@ -46,6 +46,8 @@ pub enum ClusterEvent {
     },
     /// A task was cancelled (already stored): the replica running it stops its tool.
     TaskCancelled { task: String },
+    /// Answers for a task waiting on input were stored: the replica running it reads them.
+    TaskAnswered { task: String },
     /// Delivered locally only: the connection to the other replicas was lost and is back, so
     /// anything may have been missed.
     Resync,

@@ -94,6 +94,12 @@ pub const ACCEPT_ERRORS: &str = "toolgate_accept_errors_total";
 pub const TASKS_CREATED: &str = "toolgate_tasks_created_total";
 /// Counter, recorded by `tasks`.
 pub const TASKS_ENDED: &str = "toolgate_tasks_ended_total";
+/// Histogram, recorded by `tasks`.
+pub const TASK_DURATION: &str = "toolgate_task_duration_seconds";
+/// Gauge, recorded by `tasks`.
+pub const TASKS_RUNNING: &str = "toolgate_tasks_running";
+/// Counter, recorded by `tasks`.
+pub const TASK_INPUT_REQUESTS: &str = "toolgate_task_input_requests_total";
 /// Counter, recorded by `tasks`.
 pub const TASK_LEASES_LOST: &str = "toolgate_task_leases_lost_total";
 /// Gauge, recorded by `cluster::pg`.
@@ -236,6 +242,9 @@ pub fn describe() {
     describe_counter!(ACCEPT_ERRORS, "Failed accepts on the public listener (e.g. out of file descriptors), each followed by a back-off.");
     describe_counter!(TASKS_CREATED, "Tasks created (tool calls run detached from their request).");
     describe_counter!(TASKS_ENDED, "Tasks that reached a terminal status, by status (completed, failed, cancelled).");
+    describe_histogram!(TASK_DURATION, Unit::Seconds, "Time from a task's creation to its terminal status, by status.");
+    describe_gauge!(TASKS_RUNNING, "Tasks whose tool runs on this replica now (working or waiting for input).");
+    describe_counter!(TASK_INPUT_REQUESTS, "Times a task asked its client for input (went input_required).");
     describe_counter!(TASK_LEASES_LOST, "Tasks failed because the replica running them stopped (their lease lapsed).");
     describe_gauge!(CLUSTER_CONNECTED, "1 while this replica listens for events from the others (Postgres LISTEN), 0 while reconnecting.");
     describe_counter!(CLUSTER_EVENTS_SENT, "Events sent to the other replicas (Postgres NOTIFY).");

@@ -11,7 +11,8 @@ use metrics::{Counter, Gauge, Histogram, SharedString};
 use super::{
     ACCEPT_ERRORS, AUDIT_BATCH_DURATION, AUDIT_RECORDS_WRITTEN, AUDIT_REPLAYED_RECORDS, AUTH_VALIDATIONS, CONNECTIONS_EVICTED,
     CONNECTIONS_OPEN, INTROSPECTION_CACHE, INTROSPECTION_REQUESTS, JSONRPC_ERRORS, JWKS_REFRESHES, LIST_CHANGED_FANOUT, LIST_CHANGED_SENT,
-    MCP_REQUESTS, RATE_LIMIT_REJECTIONS, SSE_STREAMS_OPEN, TASK_LEASES_LOST, TASKS_CREATED, TASKS_ENDED, TOOL_CALL_DURATION, TOOL_CALLS,
+    MCP_REQUESTS, RATE_LIMIT_REJECTIONS, SSE_STREAMS_OPEN, TASK_DURATION, TASK_INPUT_REQUESTS, TASK_LEASES_LOST, TASKS_CREATED,
+    TASKS_ENDED, TASKS_RUNNING, TOOL_CALL_DURATION, TOOL_CALLS,
 };
 use crate::protocol::jsonrpc::code;
 
@@ -287,15 +288,26 @@ pub fn connections_open(open: usize) {
     once!(gauge!(CONNECTIONS_OPEN)).set(open as f64);
 }
 
-/// An idle connection closed to make room at the connection cap.
 /// A task was created.
 pub fn task_created() {
     once!(counter!(TASKS_CREATED)).increment(1);
 }
 
-/// A task reached a terminal status (`completed`, `failed`, `cancelled`).
-pub fn task_ended(status: &'static str) {
+/// A task reached a terminal status (`completed`, `failed`, `cancelled`) `seconds` after it
+/// was created.
+pub fn task_ended(status: &'static str, seconds: f64) {
     metrics::counter!(TASKS_ENDED, "status" => status).increment(1);
+    metrics::histogram!(TASK_DURATION, "status" => status).record(seconds);
+}
+
+/// How many tasks run on this replica now.
+pub fn tasks_running(n: usize) {
+    once!(gauge!(TASKS_RUNNING)).set(n as f64);
+}
+
+/// A task asked its client for input.
+pub fn task_input_requested() {
+    once!(counter!(TASK_INPUT_REQUESTS)).increment(1);
 }
 
 /// Tasks failed because their replica stopped.
@@ -303,6 +315,7 @@ pub fn tasks_lease_lost(n: u64) {
     once!(counter!(TASK_LEASES_LOST)).increment(n);
 }
 
+/// An idle connection closed to make room at the connection cap.
 pub fn connection_evicted() {
     once!(counter!(CONNECTIONS_EVICTED)).increment(1);
 }

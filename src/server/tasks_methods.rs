@@ -5,6 +5,8 @@
 //! `tasks/cancel` acknowledged, all three -32021 for a request that did not declare the
 //! extension; `tasks/result` and `tasks/list` do not exist there.
 
+use std::collections::HashSet;
+
 use serde_json::{Map, Value, json};
 
 use super::tools_call::owner;
@@ -74,10 +76,18 @@ impl McpServer {
     }
 
     /// Waits for the task to end (or the request to be cancelled), then answers what the call
-    /// would have: its result, tagged with the task, or its JSON-RPC error.
+    /// would have: its result, tagged with the task, or its JSON-RPC error. Meanwhile the
+    /// task's questions to its client are relayed on this request's stream (TK-15).
     async fn task_result(&self, tasks: &Tasks, id: &str, owner: &str, ctx: &RequestCtx) -> Result<Value, RpcError> {
-        let Some(row) = tasks.wait_terminal(id, owner, &ctx.cancel).await? else {
-            return Err(RpcError::new(code::TRANSPORT, "Request cancelled"));
+        let mut relayed = HashSet::new();
+        let row = loop {
+            let unrelayed = |row: &TaskRow| row.input_requests.as_ref().is_some_and(|r| r.keys().any(|k| !relayed.contains(k)));
+            let waited = tasks.wait_for(id, owner, &ctx.cancel, |row| row.task.status.is_terminal() || unrelayed(row)).await?;
+            let Some(row) = waited else { return Err(RpcError::new(code::TRANSPORT, "Request cancelled")) };
+            if row.task.status.is_terminal() {
+                break row;
+            }
+            relay(tasks, &row, owner, ctx, &mut relayed).await?;
         };
         match row.outcome {
             Some(Value::Object(mut outcome)) => {
@@ -85,15 +95,43 @@ impl McpServer {
                     return Err(serde_json::from_value(error).unwrap_or_else(|_| RpcError::internal()));
                 }
                 let mut result = outcome.remove("result").unwrap_or_else(|| json!({}));
-                let meta = result.as_object_mut().map(|r| r.entry("_meta").or_insert_with(|| json!({})));
-                if let (Some(Value::Object(meta)), Value::Object(related)) = (meta, related_task(id)) {
-                    meta.extend(related);
-                }
+                tag(&mut result, id);
                 Ok(result)
             }
             _ => Err(RpcError::new(code::TRANSPORT, format!("Task {id} was {} before it finished", row.task.status.as_str()))),
         }
     }
+}
+
+/// Adds the related-task `_meta` naming task `id` to a result or request's params.
+fn tag(object: &mut Value, id: &str) {
+    let meta = object.as_object_mut().map(|o| o.entry("_meta").or_insert_with(|| json!({})));
+    if let (Some(Value::Object(meta)), Value::Object(related)) = (meta, related_task(id)) {
+        meta.extend(related);
+    }
+}
+
+/// Sends the task's pending questions that this request has not sent yet to the client, as
+/// requests tagged with the task, and stores each answer (or error) for the task.
+async fn relay(tasks: &Tasks, row: &TaskRow, owner: &str, ctx: &RequestCtx, relayed: &mut HashSet<String>) -> Result<(), RpcError> {
+    let id = &row.task.id;
+    for (key, request) in row.input_requests.iter().flatten() {
+        if !relayed.insert(key.clone()) || !ctx.channel.can_request() {
+            continue;
+        }
+        let method = request.get("method").and_then(Value::as_str).unwrap_or_default();
+        let mut params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+        tag(&mut params, id);
+        let answer = tokio::select! {
+            answer = ctx.channel.request(method, params) => answer,
+            () = ctx.cancel.cancelled() => return Err(RpcError::new(code::TRANSPORT, "Request cancelled")),
+        };
+        let answer = answer.unwrap_or_else(|e| json!({ "error": { "code": e.code, "message": e.message } }));
+        let mut answers = Map::new();
+        answers.insert(key.clone(), answer);
+        tasks.answer(id, owner, &answers).await?;
+    }
+    Ok(())
 }
 
 /// `tasks/list`: the caller's tasks, oldest first, a page at a time.
@@ -119,9 +157,8 @@ async fn modern(tasks: &Tasks, method: &str, params: &Map<String, Value>, owner:
     let id = task_id(params)?;
     match method {
         "tasks/get" => Ok(detailed(tasks.get(id, owner).await?)),
-        // Input requests are not issued by tasks here, so every key is one never requested,
-        // which the extension says to ignore; the task must still exist.
-        "tasks/update" => tasks.get(id, owner).await.map(|_| json!({})),
+        // Stored before the ack; keys never requested (or answered already) are ignored.
+        "tasks/update" => tasks.answer(id, owner, input_responses(params)?).await.map(|()| json!({})),
         // Cooperative and idempotent: a terminal task is acknowledged as it is.
         "tasks/cancel" => tasks.cancel(id, owner).await.map(|_| json!({})),
         other => Err(RpcError::method_not_found(other)),
@@ -142,5 +179,21 @@ fn detailed(row: TaskRow) -> Value {
             _ => {}
         }
     }
+    if row.task.status == TaskStatus::InputRequired {
+        task["inputRequests"] = Value::Object(row.input_requests.unwrap_or_default());
+    }
     task
+}
+
+/// `tasks/update`'s `inputResponses`: an object of answer objects, keyed as the task asked.
+fn input_responses(params: &Map<String, Value>) -> Result<&Map<String, Value>, RpcError> {
+    let responses = params.get("inputResponses").and_then(Value::as_object).ok_or_else(|| {
+        RpcError::invalid_params("tasks/update needs \"inputResponses\": an object keyed by the task's inputRequests keys")
+    })?;
+    if let Some((key, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
+        return Err(RpcError::invalid_params(format!(
+            "inputResponses.{key} must be an object (an ElicitResult, CreateMessageResult or ListRootsResult)"
+        )));
+    }
+    Ok(responses)
 }

@@ -4,7 +4,7 @@
 //! task never changes again. The columns are plain integers and text on both backends, so one
 //! SQL text serves SQLite and Postgres.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sqlx::Row as _;
 
 use crate::protocol::task::{Task, TaskStatus};
@@ -22,7 +22,7 @@ macro_rules! on_pool {
 
 macro_rules! columns {
     () => {
-        "id, owner, era, tool, status, status_message, created_ms, updated_ms, ttl_ms, poll_ms, outcome, lease_owner"
+        "id, owner, era, tool, status, status_message, created_ms, updated_ms, ttl_ms, poll_ms, outcome, lease_owner, input_requests, input_responses"
     };
 }
 
@@ -45,6 +45,10 @@ pub struct TaskRow {
     pub outcome: Option<Value>,
     /// The replica running it (while it runs).
     pub lease_owner: Option<String>,
+    /// The requests still unanswered while `input_required`, keyed as the client sees them.
+    pub input_requests: Option<Map<String, Value>>,
+    /// Answers delivered and not yet taken by the running replica.
+    pub input_responses: Option<Map<String, Value>>,
 }
 
 macro_rules! row {
@@ -67,8 +71,14 @@ macro_rules! row {
             tool: row.try_get("tool")?,
             outcome: outcome.and_then(|o| serde_json::from_str(&o).ok()),
             lease_owner: row.try_get("lease_owner")?,
+            input_requests: json_map(row.try_get("input_requests")?),
+            input_responses: json_map(row.try_get("input_responses")?),
         }
     }};
+}
+
+fn json_map(text: Option<String>) -> Option<Map<String, Value>> {
+    serde_json::from_str(&text?).ok()
 }
 
 /// Stores a new `working` task of `client` (whom the running-task cap counts against),
@@ -139,7 +149,8 @@ pub async fn finish(
     now_ms: i64,
 ) -> Result<bool, sqlx::Error> {
     let sql = concat!(
-        "UPDATE tasks SET status = $1, status_message = $2, outcome = $3, updated_ms = $4, lease_owner = NULL, lease_until_ms = NULL \
+        "UPDATE tasks SET status = $1, status_message = $2, outcome = $3, updated_ms = $4, lease_owner = NULL, lease_until_ms = NULL, \
+         input_requests = NULL, input_responses = NULL \
          WHERE id = $5 AND ",
         live!()
     );
@@ -162,7 +173,8 @@ pub async fn fail_lapsed(store: &Store, now_ms: i64) -> Result<u64, sqlx::Error>
     let error = serde_json::json!({"error": {"code": -32603, "message": "The server running this task stopped before it finished; start it again"}});
     let sql = concat!(
         "UPDATE tasks SET status = 'failed', status_message = 'the server running this task stopped before it finished', \
-         outcome = $1, updated_ms = $2, lease_owner = NULL, lease_until_ms = NULL WHERE lease_until_ms < $2 AND ",
+         outcome = $1, updated_ms = $2, lease_owner = NULL, lease_until_ms = NULL, input_requests = NULL, input_responses = NULL \
+         WHERE lease_until_ms < $2 AND ",
         live!()
     );
     on_pool!(store, |pool| Ok(sqlx::query(sql).bind(error.to_string()).bind(now_ms).execute(pool).await?.rows_affected()))
@@ -177,4 +189,41 @@ pub async fn prune(store: &Store, now_ms: i64) -> Result<u64, sqlx::Error> {
 pub async fn count_live(store: &Store, client: &str) -> Result<i64, sqlx::Error> {
     let sql = concat!("SELECT COUNT(*) AS n FROM tasks WHERE client = $1 AND ", live!());
     on_pool!(store, |pool| sqlx::query(sql).bind(client).fetch_one(pool).await?.try_get::<i64, _>("n"))
+}
+
+/// Parks a `working` task on `requests` (`input_required`, no answers yet); `false` when it is
+/// no longer working (cancelled meanwhile).
+pub async fn await_input(store: &Store, id: &str, requests: &Map<String, Value>, now_ms: i64) -> Result<bool, sqlx::Error> {
+    let sql = "UPDATE tasks SET status = 'input_required', input_requests = $1, input_responses = '{}', updated_ms = $2 \
+               WHERE id = $3 AND status = 'working'";
+    let requests = Value::Object(requests.clone()).to_string();
+    on_pool!(store, |pool| Ok(sqlx::query(sql).bind(&requests).bind(now_ms).bind(id).execute(pool).await?.rows_affected() == 1))
+}
+
+/// Stores answers over the state read at `seen_ms` (compare and swap: `false` when the task
+/// changed since, and the caller reads it again). With nothing left pending the task is
+/// `working` again, its answers waiting for the replica that runs it.
+pub async fn store_answers(
+    store: &Store,
+    id: &str,
+    pending: &Map<String, Value>,
+    answered: &Map<String, Value>,
+    seen_ms: i64,
+    now_ms: i64,
+) -> Result<bool, sqlx::Error> {
+    let sql = "UPDATE tasks SET status = $1, input_requests = $2, input_responses = $3, updated_ms = $4 \
+               WHERE id = $5 AND status = 'input_required' AND updated_ms = $6";
+    let status = if pending.is_empty() { "working" } else { "input_required" };
+    let pending = (!pending.is_empty()).then(|| Value::Object(pending.clone()).to_string());
+    let answered = Value::Object(answered.clone()).to_string();
+    on_pool!(store, |pool| {
+        let done = sqlx::query(sql).bind(status).bind(&pending).bind(&answered).bind(now_ms).bind(id).bind(seen_ms).execute(pool).await?;
+        Ok(done.rows_affected() == 1)
+    })
+}
+
+/// The running replica took the answers of a `working` task.
+pub async fn take_answers(store: &Store, id: &str) -> Result<(), sqlx::Error> {
+    let sql = "UPDATE tasks SET input_requests = NULL, input_responses = NULL WHERE id = $1 AND status = 'working'";
+    on_pool!(store, |pool| sqlx::query(sql).bind(id).execute(pool).await.map(drop))
 }

@@ -11,6 +11,7 @@
 //! does not exist.
 
 pub mod db;
+mod inputs;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 pub use db::TaskRow;
+pub use inputs::Unanswered;
 
 use crate::cluster::{Cluster, ClusterEvent};
 use crate::config::tasks::TaskSettings;
@@ -35,7 +37,7 @@ pub struct Tasks {
     settings: TaskSettings,
     cluster: Arc<dyn Cluster>,
     /// Tasks running here, by id: cancelling the token stops the tool.
-    running: Mutex<HashMap<String, CancellationToken>>,
+    running: Mutex<HashMap<String, Running>>,
     /// Woken whenever a task changes on this replica (waiters re-read the row).
     changed: Notify,
 }
@@ -44,6 +46,17 @@ impl std::fmt::Debug for Tasks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tasks").field("running", &self.running.lock().len()).finish_non_exhaustive()
     }
+}
+
+/// A task whose tool runs on this replica.
+struct Running {
+    cancel: CancellationToken,
+    created_ms: i64,
+}
+
+/// Seconds from `created_ms` to now, for the duration histogram.
+fn since(created_ms: i64) -> f64 {
+    (now_ms().saturating_sub(created_ms)).max(0) as f64 / 1000.0
 }
 
 /// Milliseconds since the Unix epoch.
@@ -115,11 +128,13 @@ impl Tasks {
             tool: tool.to_owned(),
             outcome: None,
             lease_owner: Some(self.cluster.replica().to_owned()),
+            input_requests: None,
+            input_responses: None,
         };
         let cancel = CancellationToken::new();
-        self.running.lock().insert(task.id.clone(), cancel.clone());
+        self.track(|running| running.insert(task.id.clone(), Running { cancel: cancel.clone(), created_ms: now }));
         if let Err(e) = db::insert(&self.store, &row, client, now + self.settings.lease_ms()).await {
-            self.running.lock().remove(&task.id);
+            self.track(|running| running.remove(&task.id));
             return Err(storage_error(&e));
         }
         crate::metrics::record::task_created();
@@ -151,7 +166,7 @@ impl Tasks {
     /// Ends a live task with `outcome` (`{"result": …}` or `{"error": …}`); a task already
     /// terminal (cancelled meanwhile) stays as it is. Returns whether this write ended it.
     pub async fn finish(&self, id: &str, status: TaskStatus, message: Option<&str>, outcome: &Value) -> bool {
-        self.running.lock().remove(id);
+        let created_ms = self.track(|running| running.remove(id)).map_or_else(now_ms, |r| r.created_ms);
         let ended = match db::finish(&self.store, id, status, message, Some(outcome), now_ms()).await {
             Ok(ended) => ended,
             Err(e) => {
@@ -161,7 +176,7 @@ impl Tasks {
             }
         };
         if ended {
-            crate::metrics::record::task_ended(status.as_str());
+            crate::metrics::record::task_ended(status.as_str(), since(created_ms));
         }
         self.changed.notify_waiters();
         ended
@@ -184,7 +199,7 @@ impl Tasks {
             return Ok((self.get(id, owner).await?.task, false));
         }
         (task.status, task.status_message, task.updated_ms) = (TaskStatus::Cancelled, Some(message.to_owned()), now);
-        crate::metrics::record::task_ended(TaskStatus::Cancelled.as_str());
+        crate::metrics::record::task_ended(TaskStatus::Cancelled.as_str(), since(task.created_ms));
         if !self.stop_local(id) {
             self.cluster.publish(ClusterEvent::TaskCancelled { task: id.to_owned() });
         }
@@ -195,21 +210,41 @@ impl Tasks {
     /// Stops the tool of task `id` if it runs here (a cancel written through another
     /// replica). Returns whether it did.
     pub fn stop_local(&self, id: &str) -> bool {
-        match self.running.lock().remove(id) {
-            Some(token) => {
-                token.cancel();
+        match self.track(|running| running.remove(id)) {
+            Some(running) => {
+                running.cancel.cancel();
                 true
             }
             None => false,
         }
     }
 
+    /// Changes the map of tasks running here, keeping the running-tasks gauge in step.
+    fn track<T>(&self, change: impl FnOnce(&mut HashMap<String, Running>) -> T) -> T {
+        let mut running = self.running.lock();
+        let out = change(&mut running);
+        crate::metrics::record::tasks_running(running.len());
+        out
+    }
+
     /// Waits until task `id` of `owner` is terminal, or `stop` is cancelled (`None`).
     pub async fn wait_terminal(&self, id: &str, owner: &str, stop: &CancellationToken) -> Result<Option<TaskRow>, RpcError> {
+        self.wait_for(id, owner, stop, |row| row.task.status.is_terminal()).await
+    }
+
+    /// Waits until task `id` of `owner` is terminal or `until` holds for it, or `stop` is
+    /// cancelled (`None`).
+    pub async fn wait_for(
+        &self,
+        id: &str,
+        owner: &str,
+        stop: &CancellationToken,
+        until: impl Fn(&TaskRow) -> bool,
+    ) -> Result<Option<TaskRow>, RpcError> {
         loop {
             let changed = self.changed.notified();
             let row = self.get(id, owner).await?;
-            if row.task.status.is_terminal() {
+            if row.task.status.is_terminal() || until(&row) {
                 return Ok(Some(row));
             }
             // Changes made on other replicas are seen by polling; local ones wake at once.
@@ -258,10 +293,10 @@ impl Tasks {
         let ids: Vec<String> = self
             .running
             .lock()
-            .drain()
-            .map(|(id, token)| {
-                token.cancel();
-                id
+            .iter()
+            .map(|(id, running)| {
+                running.cancel.cancel();
+                id.clone()
             })
             .collect();
         let error =

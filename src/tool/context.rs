@@ -111,6 +111,21 @@ pub trait ClientChannel: Send + Sync {
     fn request(&self, method: &str, params: Value) -> Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send + '_>>;
     /// Whether `request` can reach the client at all.
     fn can_request(&self) -> bool;
+    /// Asks for several inputs and waits for every answer, in request order. By default one
+    /// request after another; a task's channel asks for all of them at once.
+    fn request_all(&self, requests: Vec<InputRequest>) -> Pin<Box<dyn Future<Output = Result<Vec<Value>, RpcError>> + Send + '_>> {
+        Box::pin(async move {
+            let mut answers = Vec::with_capacity(requests.len());
+            for r in requests {
+                let answer = self
+                    .request(r.method, r.params)
+                    .await
+                    .map_err(|e| RpcError::new(e.code, format!("The client answered {} with an error: {}", r.method, e.message)))?;
+                answers.push(answer);
+            }
+            Ok(answers)
+        })
+    }
     /// Closes the call's HTTP connection without ending its stream (SEP-1699); the client
     /// resumes with `Last-Event-ID`. Returns false where streams are not resumable.
     fn close_connection(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
@@ -353,15 +368,10 @@ impl ToolContext {
         if !self.parts.channel.can_request() {
             return Err(ToolError::Failed("This tool needs input from the client, which is not possible on this connection".into()));
         }
-        let mut answers = Vec::with_capacity(requests.len());
-        for r in requests {
-            let answer = tokio::select! {
-                answer = self.parts.channel.request(r.method, r.params) => answer.map_err(|e| ToolError::Failed(format!("The client answered {} with an error: {}", r.method, e.message)))?,
-                () = self.parts.cancel.cancelled() => return Err(ToolError::Cancelled),
-            };
-            answers.push(answer);
+        tokio::select! {
+            answers = self.parts.channel.request_all(requests) => answers.map_err(|e| ToolError::Failed(e.message.into_owned())),
+            () = self.parts.cancel.cancelled() => Err(ToolError::Cancelled),
         }
-        Ok(answers)
     }
 
     /// Modern era: the verified `requestState` the client echoed from an earlier

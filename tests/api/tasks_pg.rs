@@ -83,6 +83,8 @@ async fn a_task_whose_replica_stopped_turns_failed_when_its_lease_lapses() {
         tool: "slow".into(),
         outcome: None,
         lease_owner: Some("a-replica-that-died".into()),
+        input_requests: None,
+        input_responses: None,
     };
     toolgate::tasks::db::insert(
         &toolgate::store::Store::connect(&pg_settings(db.url(), b.data.path())).await.expect("store"),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end tests: the real toolgate binary driven by the official MCP client SDKs (Python mcp
-# 1.x and 2.x, TypeScript), over Streamable HTTP and the legacy HTTP+SSE transport, then OAuth
+# 1.x and 2.x, TypeScript), over Streamable HTTP and the legacy HTTP+SSE transport, and the
+# 2025-11-25 tasks through the Python 1.x SDK's task API (tests/e2e/py_tasks_client.py), then OAuth
 # end to end against a real authorization server (tests/e2e/oauth.sh), then declarative tools
 # served from nothing but a tools directory (tests/e2e/tools.sh), then the official
 # conformance suite (tests/e2e/conformance.sh, when present). Needs tests/e2e/setup.sh to have
@@ -97,6 +98,8 @@ for v in 1 2; do
   client "python-mcp$v-streamable-http" "$py" "$E2E/py_client.py" --url "$MCP" --min-pages 2
   client "python-mcp$v-sse" "$py" "$E2E/py_client.py" --transport sse --url "$SSE" --min-pages 2
 done
+# 2025-11-25 tasks through the SDK's own task client API, which only 1.x has (2.x dropped it)
+client "python-mcp1-tasks-streamable-http" "$HARNESS_DIR/py-mcp1/bin/python" "$E2E/py_tasks_client.py" --url "$MCP"
 client "typescript-streamable-http" "$HARNESS_DIR/node22/node" "$E2E/ts_client.mjs" --url "$MCP" --min-pages 2
 client "typescript-sse" "$HARNESS_DIR/node22/node" "$E2E/ts_client.mjs" --transport sse --url "$SSE" --min-pages 2
 

@@ -1,14 +1,23 @@
 //! Fixtures of the suite's tasks scenarios (the 2026-07-28 tasks extension): `greet` runs
 //! within its request; `slow_compute` may run as a task; `failing_job` runs only as one and
-//! ends in a tool error; `protocol_error_job` fails with a JSON-RPC error.
+//! ends in a tool error; `protocol_error_job` fails with a JSON-RPC error; `confirm_delete`
+//! and `multi_input` ask their client for input from inside the task (one question, then
+//! two at once).
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::inputs::form;
 use crate::protocol::CallToolResult;
 use crate::protocol::task::TaskSupport;
-use crate::tool::{Tool, ToolError};
+use crate::tool::{InputRequest, Tool, ToolError};
+
+/// Whether an `ElicitResult` accepted with `confirm: true`.
+fn confirmed(answer: &Value) -> bool {
+    answer.get("action").and_then(Value::as_str) == Some("accept")
+        && answer.pointer("/content/confirm").and_then(Value::as_bool) == Some(true)
+}
 
 pub(super) fn tools() -> Vec<Tool> {
     vec![
@@ -42,5 +51,26 @@ pub(super) fn tools() -> Vec<Tool> {
         Tool::builder("protocol_error_job", "Fails with a protocol (JSON-RPC) error instead of a result.")
             .task_support(TaskSupport::Optional)
             .handler(|_| async { Err(ToolError::Internal(anyhow::anyhow!("protocol_error_job always fails"))) }),
+        Tool::builder("confirm_delete", "Asks the user to confirm, then reports whether the file would be deleted. Runs as a task.")
+            .input_schema(json!({"type": "object", "properties": {"filename": {"type": "string"}}, "required": ["filename"]}))
+            .task_support(TaskSupport::Optional)
+            .handler(|ctx| async move {
+                let filename = ctx.arguments().get("filename").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let answer = ctx.elicit("confirm", form(&format!("Delete {filename}?"), "confirm", "boolean")).await?;
+                let done = if confirmed(&answer) { "Deleted" } else { "Kept" };
+                Ok(CallToolResult::text(format!("{done} {filename}")))
+            }),
+        Tool::builder("multi_input", "Asks two questions at once (a name and a confirmation), then reports both. Runs as a task.")
+            .task_support(TaskSupport::Optional)
+            .handler(|ctx| async move {
+                let answers = ctx
+                    .request_inputs(vec![
+                        InputRequest::elicit("name", form("Your name?", "name", "string")),
+                        InputRequest::elicit("confirm", form("Go ahead?", "confirm", "boolean")),
+                    ])
+                    .await?;
+                let name = answers[0].pointer("/content/name").and_then(Value::as_str).unwrap_or("nobody");
+                Ok(CallToolResult::text(format!("Hello {name}; confirmed: {}", confirmed(&answers[1]))))
+            }),
     ]
 }

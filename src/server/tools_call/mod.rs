@@ -6,6 +6,7 @@
 mod ended;
 mod result;
 mod task;
+mod task_input;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;

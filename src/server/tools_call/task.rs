@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 use super::super::{McpServer, RequestCtx};
 use super::ended::Answer;
 use super::result;
+use super::task_input::TaskChannel;
 use crate::audit::{AuditRecord, EventKind, Outcome};
 use crate::protocol::Era;
 use crate::protocol::jsonrpc::{RpcError, code};
@@ -95,9 +96,9 @@ impl McpServer {
         let era = if ctx.era() == Era::Modern { "modern" } else { "legacy" };
         let client = ctx.caller.client_key().map(|k| k.shared_id()).unwrap_or_default();
         let (task, cancel) = tasks.create(&owner(ctx), &client, era, tool.name(), ttl).await?;
-        // The run has no client to talk to: its request has been answered.
-        let channel = crate::tool::no_client();
-        let caps = crate::tool::ClientCaps { sampling: false, elicitation_form: false, elicitation_url: false, ..ctx.caps };
+        // The run's request has been answered: its questions park the task instead.
+        let channel: Arc<dyn crate::tool::ClientChannel> = TaskChannel::new(tasks.clone(), task.id.clone(), cancel.clone());
+        let caps = ctx.caps;
         let context = ToolContext::new(ContextParts {
             tool: tool.name().into(),
             arguments,
