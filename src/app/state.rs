@@ -136,7 +136,7 @@ impl AppState {
         let cluster = crate::cluster::connect(&settings, &store, shutdown.clone()).await?;
         let sessions = Arc::new(sessions(&settings, &store, &cluster));
         if settings.tasks.enabled {
-            server.set_tasks(crate::tasks::Tasks::new(store.clone(), settings.tasks.clone(), cluster.clone()));
+            server.set_tasks(crate::tasks::Tasks::new(store.clone(), settings.tasks.clone(), cluster.clone(), audit.clone()));
         }
         let limiter: Option<Arc<dyn Limiter>> = match settings.limits.enabled {
             true => Some(crate::limits::build(&settings.limits).await.map_err(|e| anyhow::anyhow!("invalid [limits]: {e}"))?),

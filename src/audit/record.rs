@@ -21,6 +21,9 @@ pub enum EventKind {
     /// A change made through the admin API (a tool definition created, replaced, enabled,
     /// disabled or deleted; a reload requested).
     AdminChange,
+    /// A task changed state: created, completed, failed (its replica stopped included), or
+    /// cancelled; one record per change, the task id in the detail.
+    TaskChange,
 }
 
 /// How it ended.
@@ -83,6 +86,7 @@ wire_names!(EventKind {
     RateLimited => "rate_limited",
     RegistryChange => "registry_change",
     AdminChange => "admin_change",
+    TaskChange => "task_change",
 });
 
 wire_names!(Outcome {

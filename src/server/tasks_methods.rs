@@ -11,8 +11,9 @@ use serde_json::{Map, Value, json};
 
 use super::tools_call::owner;
 use super::{McpServer, RequestCtx};
+use crate::audit::{AuditRecord, EventKind, Outcome};
 use crate::protocol::jsonrpc::{RpcError, code};
-use crate::protocol::task::{TASKS_EXTENSION, TaskStatus, related_task};
+use crate::protocol::task::{TASKS_EXTENSION, Task, TaskStatus, related_task};
 use crate::protocol::{Era, cursor};
 use crate::tasks::{TaskRow, Tasks};
 
@@ -57,6 +58,10 @@ impl McpServer {
             if !ctx.caps.tasks {
                 return Err(super::tools_call::missing_tasks_extension());
             }
+            if method == "tasks/cancel" {
+                // Cooperative and idempotent: a terminal task is acknowledged as it is.
+                return cancel(tasks, task_id(params)?, &owner, ctx).await.map(|_| json!({}));
+            }
             return modern(tasks, method, params, &owner).await;
         }
         match method {
@@ -65,7 +70,7 @@ impl McpServer {
             "tasks/list" => list(tasks, params, &owner, self.page_size()).await,
             "tasks/cancel" => {
                 let id = task_id(params)?;
-                let (task, cancelled) = tasks.cancel(id, &owner).await?;
+                let (task, cancelled) = cancel(tasks, id, &owner, ctx).await?;
                 if !cancelled {
                     return Err(RpcError::invalid_params(format!("Task {id} is already {} and cannot be cancelled", task.status.as_str())));
                 }
@@ -134,6 +139,19 @@ async fn relay(tasks: &Tasks, row: &TaskRow, owner: &str, ctx: &RequestCtx, rela
     Ok(())
 }
 
+/// Cancels task `id` of `owner`; when this call cancelled it, records the change. Returns the
+/// task as it now stands and whether this call cancelled it.
+async fn cancel(tasks: &Tasks, id: &str, owner: &str, ctx: &RequestCtx) -> Result<(Task, bool), RpcError> {
+    let (row, cancelled) = tasks.cancel(id, owner).await?;
+    if let (true, Some(audit)) = (cancelled, &ctx.audit) {
+        let record = AuditRecord::new(EventKind::TaskChange, Outcome::Cancelled)
+            .with_tool(&row.tool, &Value::Null)
+            .with_detail(format!("task {id} cancelled"));
+        ctx.caller.audit(audit, record).await;
+    }
+    Ok((row.task, cancelled))
+}
+
 /// `tasks/list`: the caller's tasks, oldest first, a page at a time.
 async fn list(tasks: &Tasks, params: &Map<String, Value>, owner: &str, page: usize) -> Result<Value, RpcError> {
     let after = match params.get("cursor").and_then(Value::as_str) {
@@ -159,8 +177,6 @@ async fn modern(tasks: &Tasks, method: &str, params: &Map<String, Value>, owner:
         "tasks/get" => Ok(detailed(tasks.get(id, owner).await?)),
         // Stored before the ack; keys never requested (or answered already) are ignored.
         "tasks/update" => tasks.answer(id, owner, input_responses(params)?).await.map(|()| json!({})),
-        // Cooperative and idempotent: a terminal task is acknowledged as it is.
-        "tasks/cancel" => tasks.cancel(id, owner).await.map(|_| json!({})),
         other => Err(RpcError::method_not_found(other)),
     }
 }

@@ -168,16 +168,20 @@ pub async fn renew(store: &Store, replica: &str, until_ms: i64) -> Result<u64, s
 }
 
 /// Fails every live task whose claim lapsed before `now_ms`: its replica stopped without
-/// finishing it. Returns how many.
-pub async fn fail_lapsed(store: &Store, now_ms: i64) -> Result<u64, sqlx::Error> {
+/// finishing it. Returns their ids and tools.
+pub async fn fail_lapsed(store: &Store, now_ms: i64) -> Result<Vec<(String, String)>, sqlx::Error> {
     let error = serde_json::json!({"error": {"code": -32603, "message": "The server running this task stopped before it finished; start it again"}});
     let sql = concat!(
         "UPDATE tasks SET status = 'failed', status_message = 'the server running this task stopped before it finished', \
          outcome = $1, updated_ms = $2, lease_owner = NULL, lease_until_ms = NULL, input_requests = NULL, input_responses = NULL \
          WHERE lease_until_ms < $2 AND ",
-        live!()
+        live!(),
+        " RETURNING id, tool"
     );
-    on_pool!(store, |pool| Ok(sqlx::query(sql).bind(error.to_string()).bind(now_ms).execute(pool).await?.rows_affected()))
+    on_pool!(store, |pool| {
+        let rows = sqlx::query(sql).bind(error.to_string()).bind(now_ms).fetch_all(pool).await?;
+        rows.iter().map(|r| Ok((r.try_get("id")?, r.try_get("tool")?))).collect()
+    })
 }
 
 /// Deletes tasks past their TTL. Returns how many.

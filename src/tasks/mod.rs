@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 pub use db::TaskRow;
 pub use inputs::Unanswered;
 
+use crate::audit::{AuditLog, AuditRecord, EventKind, Outcome};
 use crate::cluster::{Cluster, ClusterEvent};
 use crate::config::tasks::TaskSettings;
 use crate::protocol::jsonrpc::{RpcError, code};
@@ -40,6 +41,8 @@ pub struct Tasks {
     running: Mutex<HashMap<String, Running>>,
     /// Woken whenever a task changes on this replica (waiters re-read the row).
     changed: Notify,
+    /// Where the tasks this replica finds abandoned are recorded (`None`: the audit log is off).
+    audit: Option<Arc<AuditLog>>,
 }
 
 impl std::fmt::Debug for Tasks {
@@ -52,6 +55,7 @@ impl std::fmt::Debug for Tasks {
 struct Running {
     cancel: CancellationToken,
     created_ms: i64,
+    tool: String,
 }
 
 /// Seconds from `created_ms` to now, for the duration histogram.
@@ -84,8 +88,8 @@ fn not_found(id: &str) -> RpcError {
 }
 
 impl Tasks {
-    pub fn new(store: Store, settings: TaskSettings, cluster: Arc<dyn Cluster>) -> Arc<Self> {
-        Arc::new(Self { store, settings, cluster, running: Mutex::new(HashMap::new()), changed: Notify::new() })
+    pub fn new(store: Store, settings: TaskSettings, cluster: Arc<dyn Cluster>, audit: Option<Arc<AuditLog>>) -> Arc<Self> {
+        Arc::new(Self { store, settings, cluster, running: Mutex::new(HashMap::new()), changed: Notify::new(), audit })
     }
 
     /// Creates and stores a `working` task for `owner`, claimed by this replica, with the TTL
@@ -132,7 +136,7 @@ impl Tasks {
             input_responses: None,
         };
         let cancel = CancellationToken::new();
-        self.track(|running| running.insert(task.id.clone(), Running { cancel: cancel.clone(), created_ms: now }));
+        self.track(|running| running.insert(task.id.clone(), Running { cancel: cancel.clone(), created_ms: now, tool: tool.to_owned() }));
         if let Err(e) = db::insert(&self.store, &row, client, now + self.settings.lease_ms()).await {
             self.track(|running| running.remove(&task.id));
             return Err(storage_error(&e));
@@ -185,10 +189,11 @@ impl Tasks {
     /// Cancels a live task of `owner`: stored as `cancelled` first, then the tool is stopped
     /// wherever it runs. Returns the task as it now stands, and whether this call cancelled it
     /// (`false`: it was terminal already).
-    pub async fn cancel(&self, id: &str, owner: &str) -> Result<(Task, bool), RpcError> {
-        let mut task = self.get(id, owner).await?.task;
+    pub async fn cancel(&self, id: &str, owner: &str) -> Result<(TaskRow, bool), RpcError> {
+        let mut row = self.get(id, owner).await?;
+        let task = &mut row.task;
         if task.status.is_terminal() {
-            return Ok((task, false));
+            return Ok((row, false));
         }
         let now = now_ms();
         let message = "cancelled by the client";
@@ -196,7 +201,7 @@ impl Tasks {
             db::finish(&self.store, id, TaskStatus::Cancelled, Some(message), None, now).await.map_err(|e| storage_error(&e))?;
         if !cancelled {
             // It ended between the read and the write: report what it ended as.
-            return Ok((self.get(id, owner).await?.task, false));
+            return Ok((self.get(id, owner).await?, false));
         }
         (task.status, task.status_message, task.updated_ms) = (TaskStatus::Cancelled, Some(message.to_owned()), now);
         crate::metrics::record::task_ended(TaskStatus::Cancelled.as_str(), since(task.created_ms));
@@ -204,7 +209,7 @@ impl Tasks {
             self.cluster.publish(ClusterEvent::TaskCancelled { task: id.to_owned() });
         }
         self.changed.notify_waiters();
-        Ok((task, true))
+        Ok((row, true))
     }
 
     /// Stops the tool of task `id` if it runs here (a cancel written through another
@@ -273,11 +278,12 @@ impl Tasks {
                 tracing::warn!(error = %e, "cannot renew task leases");
             }
             match db::fail_lapsed(&self.store, now).await {
-                Ok(0) => {}
-                Ok(n) => {
-                    tracing::warn!(tasks = n, "tasks failed: the replica running them stopped");
-                    crate::metrics::record::tasks_lease_lost(n);
+                Ok(lost) if lost.is_empty() => {}
+                Ok(lost) => {
+                    tracing::warn!(tasks = lost.len(), "tasks failed: the replica running them stopped");
+                    crate::metrics::record::tasks_lease_lost(lost.len() as u64);
                     self.changed.notify_waiters();
+                    self.audit_lost(&lost).await;
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot check task leases"),
             }
@@ -287,22 +293,35 @@ impl Tasks {
         }
     }
 
+    /// One `task_change` record per task failed because its server stopped (written by this
+    /// replica at its shutdown, or by whichever replica noticed the lapsed lease).
+    async fn audit_lost(&self, lost: &[(String, String)]) {
+        let Some(audit) = &self.audit else { return };
+        for (id, tool) in lost {
+            let record = AuditRecord::new(EventKind::TaskChange, Outcome::InternalError)
+                .with_tool(tool, &Value::Null)
+                .with_detail(format!("task {id} failed: the server running it stopped"));
+            audit.record(record).await;
+        }
+    }
+
     /// At shutdown: fails the tasks still running here, so clients learn at once instead of
     /// after the lease lapses.
     pub async fn abandon_local(&self) {
-        let ids: Vec<String> = self
+        let stopped: Vec<(String, String)> = self
             .running
             .lock()
             .iter()
             .map(|(id, running)| {
                 running.cancel.cancel();
-                id.clone()
+                (id.clone(), running.tool.clone())
             })
             .collect();
         let error =
             json!({"error": {"code": code::INTERNAL_ERROR, "message": "The server stopped before the task finished; start it again"}});
-        for id in ids {
-            self.finish(&id, TaskStatus::Failed, Some("the server stopped before the task finished"), &error).await;
+        for (id, _) in &stopped {
+            self.finish(id, TaskStatus::Failed, Some("the server stopped before the task finished"), &error).await;
         }
+        self.audit_lost(&stopped).await;
     }
 }

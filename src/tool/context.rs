@@ -169,6 +169,15 @@ pub(crate) struct Mrtr {
     pub next_state: Mutex<Option<Value>>,
 }
 
+/// How a call that began within its request becomes a task
+/// ([`ToolContext::continue_as_task`]): the handler's ask goes to the request, which answers
+/// with the task's channel once the task is stored (or `None` when it cannot become one).
+pub(crate) struct Escalation {
+    pub ask: Mutex<Option<tokio::sync::oneshot::Sender<tokio::sync::oneshot::Sender<Option<Arc<dyn ClientChannel>>>>>>,
+    /// The task's channel, once it became one: later questions park the task.
+    pub channel: std::sync::OnceLock<Arc<dyn ClientChannel>>,
+}
+
 /// Everything the server hands a tool for one call.
 pub(crate) struct ContextParts {
     pub tool: Arc<str>,
@@ -181,6 +190,8 @@ pub(crate) struct ContextParts {
     pub version: ProtocolVersion,
     pub mrtr: Option<Arc<Mrtr>>,
     pub principal: Option<Arc<crate::principal::Principal>>,
+    /// Set for a call that may still become a task.
+    pub escalation: Option<Arc<Escalation>>,
 }
 
 /// The handle a tool handler works with.
@@ -214,6 +225,7 @@ impl ToolContext {
             version: ProtocolVersion::V2025_11_25,
             mrtr: None,
             principal: None,
+            escalation: None,
         })
     }
 
@@ -348,6 +360,12 @@ impl ToolContext {
                 return Err(ToolError::MissingClientCapability(r.capability));
             }
         }
+        if let Some(task) = self.parts.escalation.as_ref().and_then(|e| e.channel.get()) {
+            return tokio::select! {
+                answers = task.request_all(requests) => answers.map_err(|e| ToolError::Failed(e.message.into_owned())),
+                () = self.parts.cancel.cancelled() => Err(ToolError::Cancelled),
+            };
+        }
         if let Some(mrtr) = &self.parts.mrtr {
             let mut answers = Vec::with_capacity(requests.len());
             let mut missing = Map::new();
@@ -371,6 +389,25 @@ impl ToolContext {
         tokio::select! {
             answers = self.parts.channel.request_all(requests) => answers.map_err(|e| ToolError::Failed(e.message.into_owned())),
             () = self.parts.cancel.cancelled() => Err(ToolError::Cancelled),
+        }
+    }
+
+    /// For a tool registered with `input_before_task`: answers the call's request with a task
+    /// (once it is stored) while this handler goes on; what the handler returns becomes the
+    /// task's result, and later questions to the client park the task `input_required`.
+    /// Returns false, and the handler simply goes on within its request, where the call
+    /// cannot become a task (another era, a client without the tasks extension, the running
+    /// task cap, or a second call).
+    pub async fn continue_as_task(&self) -> bool {
+        let Some(escalation) = &self.parts.escalation else { return false };
+        let Some(ask) = escalation.ask.lock().take() else { return false };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if ask.send(reply).is_err() {
+            return false;
+        }
+        match answer.await {
+            Ok(Some(channel)) => escalation.channel.set(channel).is_ok(),
+            _ => false,
         }
     }
 

@@ -32,7 +32,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use context::{ClientCaps, ClientChannel, InputRequest, LogLevel, ToolContext, no_client};
-pub(crate) use context::{ContextParts, Mrtr};
+pub(crate) use context::{ContextParts, Escalation, Mrtr};
 pub use registry::{RegisteredTool, SyncReport, ToolRegistry, ToolSet, validate_name};
 
 use crate::protocol::CallToolResult;
@@ -149,6 +149,9 @@ pub(crate) struct ToolOptions {
     pub(crate) fingerprint: u64,
     /// Whether calls may, or must, run as tasks.
     pub(crate) task_support: crate::protocol::task::TaskSupport,
+    /// 2026-07-28: a call starts within its request (gathering input by MRTR) and becomes a
+    /// task when the handler calls [`ToolContext::continue_as_task`].
+    pub(crate) input_before_task: bool,
 }
 
 /// Where a tool comes from. Each source replaces only its own tools; a name belongs to one.
@@ -288,6 +291,15 @@ impl ToolBuilder {
     pub fn task_support(mut self, support: crate::protocol::task::TaskSupport) -> Self {
         self.opts.task_support = support;
         self.descriptor.execution = serde_json::json!({ "taskSupport": support.as_str() });
+        self
+    }
+
+    /// For clients of 2026-07-28 with the tasks extension: a call starts within its request,
+    /// so the handler can gather input first (MRTR rounds, answered within the request), and
+    /// becomes a task only when the handler calls [`ToolContext::continue_as_task`]. Other
+    /// eras and clients run it as [`Self::task_support`] says.
+    pub fn input_before_task(mut self) -> Self {
+        self.opts.input_before_task = true;
         self
     }
 

@@ -42,6 +42,7 @@ mod modern_http;
 mod otel_export;
 mod shutdown;
 mod store_connect;
+mod task_inputs;
 mod tasks_legacy;
 mod tasks_modern;
 mod tasks_pg;

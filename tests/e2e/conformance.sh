@@ -8,7 +8,9 @@
 #
 # Prints every failing check with its message, a summary line per run, and exits non-zero if
 # any scored scenario failed (the CLI's own verdict), the harness is missing (2), or the
-# server did not start (3). Not-scored scenarios are reported but do not fail the run.
+# server did not start (3). Not-scored scenarios are reported but do not fail the run, except
+# the tasks extension's: in the 2026-07-28 run all ten `tasks-*` scenarios must be there and
+# pass (toolgate implements the extension, so the suite's verdict on it is required).
 #
 # Environment:
 #   HARNESS_DIR         where tests/e2e/setup.sh installed node22/, node/ and conformance-next/
@@ -134,8 +136,18 @@ for (const d of fs.existsSync(dir) ? fs.readdirSync(dir).sort() : []) {
 }
 const tally = { scenarios: 0, passed: 0, SUCCESS: 0, FAILURE: 0, WARNING: 0, other: 0 };
 const extra = [];
+// Not scored by the suite, required here: the tasks extension's scenarios.
+const TASKS = ['tasks-capability-negotiation', 'tasks-dispatch-and-envelope', 'tasks-lifecycle', 'tasks-mrtr-composition',
+  'tasks-mrtr-input', 'tasks-request-headers', 'tasks-request-state-removal', 'tasks-required-task-error',
+  'tasks-status-notifications', 'tasks-wire-fields'];
+const tasksFailed = [];
+if (run === '2026-07-28') for (const name of TASKS) if (!scenarios.has(name)) tasksFailed.push(`${name} did not run`);
 for (const [name, checks] of scenarios) {
   const failures = checks.filter((c) => c.status === 'FAILURE');
+  if (name.startsWith('tasks-') && failures.length) {
+    tasksFailed.push(name);
+    for (const c of failures) console.log(`  FAILURE ${name} / ${c.id}: ${(c.errorMessage ?? '').slice(0, 400)}`);
+  }
   if (notScored.has(name)) {
     extra.push(`${name} ${failures.length ? 'FAIL' : 'ok'} (${checks.filter((c) => c.status === 'SUCCESS').length}/${checks.length} checks succeed)`);
     continue;
@@ -150,7 +162,8 @@ for (const [name, checks] of scenarios) {
 for (const line of extra) console.log(`  not scored: ${line}`);
 const rc = Number(rcStr);
 if (rc === 124 || rc === 137) console.log(`  the run hit its ${process.env.RUN_TIMEOUT}s time limit`);
-const ok = rc === 0 && tally.scenarios > 0 && tally.passed === tally.scenarios;
+for (const t of tasksFailed) console.log(`  required tasks scenario failed: ${t}`);
+const ok = rc === 0 && tally.scenarios > 0 && tally.passed === tally.scenarios && tasksFailed.length === 0;
 console.log(
   `${ok ? 'PASS' : 'FAIL'} ${run}: scored scenarios ${tally.passed}/${tally.scenarios} passed; checks ${tally.SUCCESS} passed, ` +
     `${tally.FAILURE} failed, ${tally.WARNING} warnings, ${tally.other} info/skipped; cli exit ${rc}`,

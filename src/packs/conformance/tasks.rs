@@ -2,7 +2,8 @@
 //! within its request; `slow_compute` may run as a task; `failing_job` runs only as one and
 //! ends in a tool error; `protocol_error_job` fails with a JSON-RPC error; `confirm_delete`
 //! and `multi_input` ask their client for input from inside the task (one question, then
-//! two at once).
+//! two at once); `test_tool_with_task` asks within its request (MRTR) and then continues as
+//! a task.
 
 use std::time::Duration;
 
@@ -71,6 +72,16 @@ pub(super) fn tools() -> Vec<Tool> {
                     .await?;
                 let name = answers[0].pointer("/content/name").and_then(Value::as_str).unwrap_or("nobody");
                 Ok(CallToolResult::text(format!("Hello {name}; confirmed: {}", confirmed(&answers[1]))))
+            }),
+        Tool::builder("test_tool_with_task", "Asks for your name within the request, then greets you from a task.")
+            .task_support(TaskSupport::Required)
+            .input_before_task()
+            .handler(|ctx| async move {
+                let answer = ctx.elicit("user_name", form("What is your name?", "name", "string")).await?;
+                let name = answer.pointer("/content/name").and_then(Value::as_str).unwrap_or("stranger").to_owned();
+                ctx.continue_as_task().await;
+                ctx.sleep(Duration::from_millis(300)).await?;
+                Ok(CallToolResult::text(format!("Hello, {name}! (from a task)")))
             }),
     ]
 }

@@ -4,6 +4,7 @@
 //! the audit record before the answer leaves.
 
 mod ended;
+mod escalate;
 mod result;
 mod task;
 mod task_input;
@@ -15,6 +16,7 @@ use futures_util::FutureExt as _;
 use serde_json::{Map, Value, json};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::{McpServer, RequestCtx};
@@ -35,6 +37,8 @@ struct Report {
     keep_arguments: bool,
     /// The registered tool the call named (its metrics label and audit policy), if any.
     tool: Option<Arc<RegisteredTool>>,
+    /// The task the call became: the run's metrics and end are recorded when it ends.
+    task: Option<String>,
 }
 
 impl McpServer {
@@ -42,7 +46,7 @@ impl McpServer {
     /// durability the record is stored by then).
     pub(super) async fn call_tool(&self, params: &Map<String, Value>, ctx: &RequestCtx, mrtr: Option<Arc<Mrtr>>) -> Answer {
         let started = std::time::Instant::now();
-        let mut report = Report { outcome: Outcome::Ok, keep_arguments: false, tool: None };
+        let mut report = Report { outcome: Outcome::Ok, keep_arguments: false, tool: None, task: None };
         // The tool's name only (a registry key, cut short if a client sends a long one); never
         // the arguments.
         let name = params.get("name").and_then(Value::as_str).unwrap_or("");
@@ -51,6 +55,7 @@ impl McpServer {
         span.record("outcome", report.outcome.as_str());
         let elapsed = started.elapsed();
         match report.tool.as_deref() {
+            _ if report.task.is_some() => {}
             Some(tool) => tool.metrics().record(report.outcome as usize, elapsed),
             None => crate::metrics::ToolMetrics::unknown().record(report.outcome as usize, elapsed),
         }
@@ -72,7 +77,12 @@ impl McpServer {
         let name = params.get("name").and_then(Value::as_str).unwrap_or("");
         let arguments = params.get("arguments").unwrap_or(&Value::Null);
         let size = answer.as_ref().ok().and_then(|v| serde_json::to_vec(v).ok()).map(|b| b.len() as u64);
-        let mut record = AuditRecord::new(EventKind::ToolCall, report.outcome).with_tool(name, arguments).with_timing(elapsed, size);
+        // A call that became a task is recorded as the task's creation; its end gets its own.
+        let kind = if report.task.is_some() { EventKind::TaskChange } else { EventKind::ToolCall };
+        let mut record = AuditRecord::new(kind, report.outcome).with_tool(name, arguments).with_timing(elapsed, size);
+        if let Some(task) = &report.task {
+            record = record.with_detail(format!("task {task} created"));
+        }
         if let Some(tool) = report.tool.as_deref().filter(|_| report.keep_arguments) {
             let mut sensitive = self.settings.audit.redact_field_refs();
             sensitive.extend(tool.tool.opts.redact.iter().map(String::as_str));
@@ -92,19 +102,26 @@ impl McpServer {
         };
         let name = tool.name().to_owned();
         report.outcome = Outcome::Ok;
-        match self.mode(&tool, params, ctx) {
-            Ok(task::Mode::Now) => {}
-            Ok(task::Mode::Task(ttl)) => return self.start_task(tool, arguments, ttl, ctx).await,
+        let escalating = match self.mode(&tool, params, ctx) {
+            Ok(task::Mode::Now) => false,
+            Ok(task::Mode::Escalating) => true,
+            Ok(task::Mode::Task(ttl)) => {
+                let created = self.start_task(tool, arguments, ttl, ctx).await;
+                report.task = task::created_id(&created);
+                return created;
+            }
             Err(refused) => {
                 report.outcome = Outcome::InvalidInput;
                 return Err(refused);
             }
-        }
+        };
 
         let progress_token =
             params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_i64() || t.is_u64()).cloned();
-        // The tool's token is a child: a timeout cancels the tool, not the request.
-        let tool_cancel = ctx.cancel.child_token();
+        // The tool's token is a child: a timeout cancels the tool, not the request. A call that
+        // may become a task has its own, as it may outlive the request.
+        let tool_cancel = if escalating { CancellationToken::new() } else { ctx.cancel.child_token() };
+        let (escalation, asked) = escalating.then(escalate::escalation).unzip();
         let context = ToolContext::new(ContextParts {
             tool: name.as_str().into(),
             arguments,
@@ -116,8 +133,18 @@ impl McpServer {
             version: ctx.version,
             mrtr: mrtr.clone(),
             principal: ctx.caller.principal.clone(),
+            escalation,
         });
-        let ended = self.run(&tool, context, ctx).await;
+        let ended = match asked {
+            None => self.run(&tool, context, ctx).await,
+            Some(asked) => match self.run_escalating(tool.clone(), context, asked, tool_cancel.clone(), ctx).await {
+                Ok(ended) => ended,
+                Err(created) => {
+                    report.task = task::created_id(&created);
+                    return created;
+                }
+            },
+        };
         // Whatever ended the call, the tool's own work stops now.
         tool_cancel.cancel();
         report.outcome = if ctx.cancel.is_cancelled() { Outcome::Cancelled } else { ended.outcome() };

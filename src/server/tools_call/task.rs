@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::super::{McpServer, RequestCtx};
-use super::ended::Answer;
+use super::ended::{Answer, Ended};
 use super::result;
 use super::task_input::TaskChannel;
 use crate::audit::{AuditRecord, EventKind, Outcome};
@@ -27,6 +27,8 @@ pub(super) enum Mode {
     Now,
     /// As a task, with the TTL the client asked for (milliseconds), if any.
     Task(Option<u64>),
+    /// Within the request until the handler continues it as a task (`input_before_task`).
+    Escalating,
 }
 
 /// The key a task is bound to: the principal, or "" without authentication (task ids are
@@ -78,6 +80,7 @@ impl McpServer {
             Era::Modern => match (support, ctx.caps.tasks) {
                 (TaskSupport::Forbidden, _) | (TaskSupport::Optional, false) => Ok(Mode::Now),
                 (TaskSupport::Required, false) => Err(super::ended::missing_tasks_extension()),
+                (_, true) if tool.tool.opts.input_before_task => Ok(Mode::Escalating),
                 (_, true) => Ok(Mode::Task(None)),
             },
         }
@@ -110,6 +113,7 @@ impl McpServer {
             version: ctx.version,
             mrtr: None,
             principal: ctx.caller.principal.clone(),
+            escalation: None,
         });
         let run_ctx = RequestCtx {
             version: ctx.version,
@@ -122,23 +126,29 @@ impl McpServer {
             audit: ctx.audit.clone(),
         };
         let id = task.id.clone();
-        self.in_flight.spawn(async move { me.run_task(&tasks, &id, &tool, context, &run_ctx).await });
-        Ok(match ctx.era() {
-            Era::Legacy => json!({ "task": task.legacy_json() }),
-            Era::Modern => {
-                let mut created = task.modern_json();
-                created["resultType"] = json!("task");
-                created
-            }
-        })
+        self.in_flight.spawn(async move {
+            let started = std::time::Instant::now();
+            let ended = me.run(&tool, context, &run_ctx).await;
+            me.settle_task(&tasks, &id, &tool, ended, started, &run_ctx).await;
+        });
+        Ok(created(&task, ctx.era()))
     }
 
-    /// Runs the tool and stores how it ended: what the call would have answered, as the
-    /// task's outcome. A task cancelled meanwhile keeps its `cancelled` status.
-    async fn run_task(&self, tasks: &Tasks, id: &str, tool: &RegisteredTool, context: ToolContext, ctx: &RequestCtx) {
-        let started = std::time::Instant::now();
-        let ended = self.run(tool, context, ctx).await;
+    /// Stores how a task's run ended: what the call would have answered, as the task's
+    /// outcome, with its metrics and audit record. A task cancelled meanwhile keeps its
+    /// `cancelled` status.
+    pub(super) async fn settle_task(
+        &self,
+        tasks: &Tasks,
+        id: &str,
+        tool: &RegisteredTool,
+        ended: Ended,
+        started: std::time::Instant,
+        ctx: &RequestCtx,
+    ) {
         if ctx.cancel.is_cancelled() {
+            // Cancelled (and recorded as such by whoever cancelled it), or this server stops.
+            tool.metrics().record(Outcome::Cancelled as usize, started.elapsed());
             return;
         }
         let mut outcome = ended.outcome();
@@ -160,12 +170,31 @@ impl McpServer {
         tool.metrics().record(outcome as usize, started.elapsed());
         tasks.finish(id, status, message.as_deref(), &stored).await;
         if let Some(audit) = &ctx.audit {
-            let record = AuditRecord::new(EventKind::ToolCall, outcome)
+            let record = AuditRecord::new(EventKind::TaskChange, outcome)
                 .with_tool(tool.name(), &Value::Null)
                 .with_detail(format!("task {id} {}", status.as_str()));
             ctx.caller.audit(audit, record.with_timing(started.elapsed(), None)).await;
         }
     }
+}
+
+/// `CreateTaskResult` in the era's shape: nested under `task` (2025-11-25), or flat with
+/// `resultType: "task"` (2026-07-28).
+pub(super) fn created(task: &crate::protocol::task::Task, era: Era) -> Value {
+    match era {
+        Era::Legacy => json!({ "task": task.legacy_json() }),
+        Era::Modern => {
+            let mut created = task.modern_json();
+            created["resultType"] = json!("task");
+            created
+        }
+    }
+}
+
+/// The id of the task a `CreateTaskResult` (either era) names.
+pub(super) fn created_id(answer: &Answer) -> Option<String> {
+    let created = answer.as_ref().ok()?;
+    created.get("task").unwrap_or(created).get("taskId")?.as_str().map(str::to_owned)
 }
 
 /// A finished call's status, status message and stored outcome. A JSON-RPC error fails the

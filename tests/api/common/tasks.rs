@@ -1,13 +1,15 @@
 //! Tools for the task tests: `slow` (may run as a task; sleeps `ms`, then says so),
-//! `only_task` (runs only as one) and `broken` (may run as one; ends in a tool error), and the
-//! client capabilities that opt a 2026-07-28 request into tasks.
+//! `only_task` (runs only as one), `broken` (may run as one; ends in a tool error), `confirm`
+//! (asks one question), `two_questions` (asks two at once), `ask_then_task` (asks within its
+//! request, then continues as a task), and the client capabilities that opt a 2026-07-28
+//! request into tasks.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate::protocol::CallToolResult;
 use toolgate::protocol::task::TaskSupport;
-use toolgate::tool::{Tool, ToolError};
+use toolgate::tool::{InputRequest, Tool, ToolError};
 
 pub fn tools() -> Vec<Tool> {
     let slow = Tool::builder("slow", "Sleeps for ms milliseconds, then says done.")
@@ -24,7 +26,31 @@ pub fn tools() -> Vec<Tool> {
     let broken = Tool::builder("broken", "Fails.")
         .task_support(TaskSupport::Optional)
         .handler(|_| async { Err(ToolError::Failed("the disk is full".into())) });
-    vec![slow, only, broken]
+    let confirm = Tool::builder("confirm", "Asks whether to go ahead.").task_support(TaskSupport::Optional).handler(|ctx| async move {
+        let answer = ctx.elicit("go", form("Go ahead?", "ok")).await?;
+        Ok(CallToolResult::text(format!("answered {}", answer["action"].as_str().unwrap_or("?"))))
+    });
+    let two = Tool::builder("two_questions", "Asks two questions at once.").task_support(TaskSupport::Optional).handler(|ctx| async move {
+        let answers = ctx
+            .request_inputs(vec![InputRequest::elicit("first", form("First?", "a")), InputRequest::elicit("second", form("Second?", "b"))])
+            .await?;
+        Ok(CallToolResult::text(format!("{} and {}", answers[0]["content"]["a"], answers[1]["content"]["b"])))
+    });
+    let escalating = Tool::builder("ask_then_task", "Asks for a name within the request, then goes on as a task.")
+        .task_support(TaskSupport::Required)
+        .input_before_task()
+        .handler(|ctx| async move {
+            let answer = ctx.elicit("name", form("Name?", "name")).await?;
+            let became = ctx.continue_as_task().await;
+            ctx.sleep(Duration::from_millis(100)).await?;
+            Ok(CallToolResult::text(format!("hello {} (task: {became})", answer["content"]["name"].as_str().unwrap_or("?"))))
+        });
+    vec![slow, only, broken, confirm, two, escalating]
+}
+
+/// `elicitation/create` params for a form with one string field.
+fn form(message: &str, field: &str) -> Value {
+    json!({"message": message, "requestedSchema": {"type": "object", "properties": {field: {"type": "string"}}}})
 }
 
 /// Installs [`tools`] on a running server.
@@ -34,7 +60,8 @@ pub fn install(s: &super::TestServer) {
     }
 }
 
-/// `clientCapabilities` declaring the 2026-07-28 tasks extension.
+/// `clientCapabilities` declaring the 2026-07-28 tasks extension (and elicitation, so tasks
+/// may ask their client).
 pub fn opted_in() -> Value {
-    json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
 }
