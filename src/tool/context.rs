@@ -169,11 +169,14 @@ pub(crate) struct Mrtr {
     pub next_state: Mutex<Option<Value>>,
 }
 
+/// Where the request answers a handler's ask to become a task: the task's channel, or `None`.
+pub(crate) type TaskAsk = tokio::sync::oneshot::Sender<Option<Arc<dyn ClientChannel>>>;
+
 /// How a call that began within its request becomes a task
 /// ([`ToolContext::continue_as_task`]): the handler's ask goes to the request, which answers
 /// with the task's channel once the task is stored (or `None` when it cannot become one).
 pub(crate) struct Escalation {
-    pub ask: Mutex<Option<tokio::sync::oneshot::Sender<tokio::sync::oneshot::Sender<Option<Arc<dyn ClientChannel>>>>>>,
+    pub ask: Mutex<Option<tokio::sync::oneshot::Sender<TaskAsk>>>,
     /// The task's channel, once it became one: later questions park the task.
     pub channel: std::sync::OnceLock<Arc<dyn ClientChannel>>,
 }

@@ -32,7 +32,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 pub use context::{ClientCaps, ClientChannel, InputRequest, LogLevel, ToolContext, no_client};
-pub(crate) use context::{ContextParts, Escalation, Mrtr};
+pub(crate) use context::{ContextParts, Escalation, Mrtr, TaskAsk};
 pub use registry::{RegisteredTool, SyncReport, ToolRegistry, ToolSet, validate_name};
 
 use crate::protocol::CallToolResult;

@@ -19,13 +19,10 @@ use super::ended::{Answer, Ended};
 use super::task::{created, owner};
 use super::task_input::TaskChannel;
 use crate::protocol::jsonrpc::RpcError;
-use crate::tool::{ClientChannel, Escalation, RegisteredTool, ToolContext};
-
-/// What the handler's ask carries: where the request sends the task's channel (or `None`).
-type Ask = oneshot::Sender<Option<Arc<dyn ClientChannel>>>;
+use crate::tool::{ClientChannel, Escalation, RegisteredTool, TaskAsk, ToolContext};
 
 /// The handler's side (in its context) and the request's side of one escalation.
-pub(super) fn escalation() -> (Arc<Escalation>, oneshot::Receiver<Ask>) {
+pub(super) fn escalation() -> (Arc<Escalation>, oneshot::Receiver<TaskAsk>) {
     let (ask, asked) = oneshot::channel();
     (Arc::new(Escalation { ask: Mutex::new(Some(ask)), channel: std::sync::OnceLock::new() }), asked)
 }
@@ -37,7 +34,7 @@ impl McpServer {
         &self,
         tool: Arc<RegisteredTool>,
         context: ToolContext,
-        mut asked: oneshot::Receiver<Ask>,
+        mut asked: oneshot::Receiver<TaskAsk>,
         tool_cancel: CancellationToken,
         ctx: &RequestCtx,
     ) -> Result<Ended, Answer> {
