@@ -20,6 +20,9 @@ pub struct TaskSettings {
     pub lease_secs: u64,
     /// Most tasks one client (principal, or address without authentication) may have running.
     pub max_running_per_client: usize,
+    /// How many `tasks/get` of one task may come faster than `poll_interval_ms` before the
+    /// rest are refused until the interval passes (per replica). 0: no limit.
+    pub poll_burst: u32,
 }
 
 impl Default for TaskSettings {
@@ -31,6 +34,7 @@ impl Default for TaskSettings {
             poll_interval_ms: 1000,
             lease_secs: 30,
             max_running_per_client: 32,
+            poll_burst: 10,
         }
     }
 }

@@ -26,7 +26,7 @@ mod key;
 mod local;
 mod redis;
 mod rejection;
-mod store;
+pub(crate) mod store;
 
 use std::future::Future;
 use std::net::IpAddr;

@@ -65,7 +65,7 @@ impl McpServer {
             return modern(tasks, method, params, &owner).await;
         }
         match method {
-            "tasks/get" => Ok(tasks.get(task_id(params)?, &owner).await?.task.legacy_json()),
+            "tasks/get" => Ok(tasks.poll(task_id(params)?, &owner).await?.task.legacy_json()),
             "tasks/result" => self.task_result(tasks, task_id(params)?, &owner, ctx).await,
             "tasks/list" => list(tasks, params, &owner, self.page_size()).await,
             "tasks/cancel" => {
@@ -174,7 +174,7 @@ async fn list(tasks: &Tasks, params: &Map<String, Value>, owner: &str, page: usi
 async fn modern(tasks: &Tasks, method: &str, params: &Map<String, Value>, owner: &str) -> Result<Value, RpcError> {
     let id = task_id(params)?;
     match method {
-        "tasks/get" => Ok(detailed(tasks.get(id, owner).await?)),
+        "tasks/get" => Ok(detailed(tasks.poll(id, owner).await?)),
         // Stored before the ack; keys never requested (or answered already) are ignored.
         "tasks/update" => tasks.answer(id, owner, input_responses(params)?).await.map(|()| json!({})),
         other => Err(RpcError::method_not_found(other)),

@@ -12,6 +12,7 @@
 
 pub mod db;
 mod inputs;
+mod polls;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,6 +44,8 @@ pub struct Tasks {
     changed: Notify,
     /// Where the tasks this replica finds abandoned are recorded (`None`: the audit log is off).
     audit: Option<Arc<AuditLog>>,
+    /// `tasks/get` faster than the poll interval (`None`: not limited).
+    polls: Option<polls::PollLimit>,
 }
 
 impl std::fmt::Debug for Tasks {
@@ -89,7 +92,8 @@ fn not_found(id: &str) -> RpcError {
 
 impl Tasks {
     pub fn new(store: Store, settings: TaskSettings, cluster: Arc<dyn Cluster>, audit: Option<Arc<AuditLog>>) -> Arc<Self> {
-        Arc::new(Self { store, settings, cluster, running: Mutex::new(HashMap::new()), changed: Notify::new(), audit })
+        let polls = polls::PollLimit::new(settings.poll_interval_ms, settings.poll_burst);
+        Arc::new(Self { store, settings, cluster, running: Mutex::new(HashMap::new()), changed: Notify::new(), audit, polls })
     }
 
     /// Creates and stores a `working` task for `owner`, claimed by this replica, with the TTL
@@ -143,6 +147,15 @@ impl Tasks {
         }
         crate::metrics::record::task_created();
         Ok((task, cancel))
+    }
+
+    /// A client's poll of task `id` (`tasks/get`): the task if `owner` created it, unless it
+    /// is polled faster than the poll interval allows.
+    pub async fn poll(&self, id: &str, owner: &str) -> Result<TaskRow, RpcError> {
+        if let Some(polls) = &self.polls {
+            polls.check(id)?;
+        }
+        self.get(id, owner).await
     }
 
     /// The task `id` if `owner` created it.
@@ -286,6 +299,9 @@ impl Tasks {
                     self.audit_lost(&lost).await;
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot check task leases"),
+            }
+            if let Some(polls) = &self.polls {
+                polls.trim();
             }
             if let Err(e) = db::prune(&self.store, now).await {
                 tracing::warn!(error = %e, "cannot delete expired tasks");

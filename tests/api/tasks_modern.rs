@@ -208,3 +208,25 @@ async fn the_running_task_cap_counts_per_client_address_without_authentication()
     assert!(refused["error"]["message"].as_str().is_some_and(|m| m.contains("tasks.max_running_per_client")));
     assert_eq!(call_as("10.0.0.2").await["result"]["resultType"], "task", "another client is not blocked");
 }
+
+#[tokio::test]
+async fn polling_one_task_faster_than_its_poll_interval_is_refused_after_the_burst() {
+    let s = TestServer::with(|c| {
+        c.tasks.poll_interval_ms = 60_000;
+        c.tasks.poll_burst = 3;
+    })
+    .await;
+    common::tasks::install(&s);
+    let id = create(&s, "slow", json!({"ms": 30_000})).await;
+    for _ in 0..3 {
+        let (_, v) = rpc(&s, "tasks/get", json!({"taskId": id}), opted_in()).await;
+        assert_eq!(v["result"]["status"], "working", "{v}");
+    }
+    let (_, refused) = rpc(&s, "tasks/get", json!({"taskId": id}), opted_in()).await;
+    assert_eq!(refused["error"]["data"]["limit"], "task_polls", "{refused}");
+    assert!(refused["error"]["data"]["retryAfterMs"].as_u64().is_some_and(|ms| ms > 1000), "{refused}");
+    // Another task has its own allowance.
+    let other = create(&s, "slow", json!({"ms": 30_000})).await;
+    let (_, v) = rpc(&s, "tasks/get", json!({"taskId": other}), opted_in()).await;
+    assert_eq!(v["result"]["status"], "working", "{v}");
+}
