@@ -1,7 +1,7 @@
 //! Input a running task needs from its client (elicitation, sampling, roots), in both eras.
 //!
-//! The replica running the task parks it `input_required` with the requests ([`Tasks::ask`])
-//! and waits. Answers arrive through any replica ([`Tasks::answer`]): a 2026-07-28 client's
+//! The replica running the task parks it `input_required` with the requests ([`Tasks::park`])
+//! and waits ([`Tasks::answers`]). Answers arrive through any replica ([`Tasks::answer`]): a 2026-07-28 client's
 //! `tasks/update`, or a 2025-11-25 client answering the requests its `tasks/result` stream
 //! relayed. Each answer is stored before it is acknowledged, a partial one leaves the task
 //! waiting on the rest, and a key that was never requested (or is answered already) is
@@ -32,10 +32,9 @@ pub enum Unanswered {
 }
 
 impl Tasks {
-    /// Parks task `id` on `requests` (`{"key": {"method", "params"}}`) and waits until every
-    /// key is answered; returns the answers by key. The caller's `cancel` (the task's own
-    /// token) ends the wait.
-    pub async fn ask(&self, id: &str, requests: &Map<String, Value>, cancel: &CancellationToken) -> Result<Map<String, Value>, Unanswered> {
+    /// Parks task `id` on `requests` (`{"key": {"method", "params"}}`): it turns
+    /// `input_required`, the requests stored for `tasks/get` and relays.
+    pub async fn park(&self, id: &str, requests: &Map<String, Value>) -> Result<(), Unanswered> {
         let parked = db::await_input(&self.store, id, requests, now_ms()).await.map_err(|e| {
             tracing::error!(task = id, error = %e, "cannot park a task on its input");
             Unanswered::Storage
@@ -45,6 +44,17 @@ impl Tasks {
         }
         crate::metrics::record::task_input_requested();
         self.changed.notify_waiters();
+        Ok(())
+    }
+
+    /// Waits until every key of `requests` (parked by [`Self::park`]) is answered; returns
+    /// the answers by key. The caller's `cancel` (the task's own token) ends the wait.
+    pub async fn answers(
+        &self,
+        id: &str,
+        requests: &Map<String, Value>,
+        cancel: &CancellationToken,
+    ) -> Result<Map<String, Value>, Unanswered> {
         loop {
             let changed = self.changed.notified();
             let row = db::get(&self.store, id, now_ms()).await.map_err(|_| Unanswered::Storage)?.ok_or(Unanswered::Ended)?;

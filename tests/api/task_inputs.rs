@@ -3,7 +3,8 @@
 //! `tasks/update` answers them (partially or wholly; unknown keys ignored); a tool may ask
 //! within its request (MRTR) and then continue as a task. 2025-11-25: `tasks/result` relays
 //! the task's question on its stream, tagged with the task, and the answer resumes it. Every
-//! state change leaves one `task_change` audit record.
+//! state change leaves one `task_change` audit record; a 2025-11-25 task tells its session of
+//! its progress and status.
 
 use crate::common;
 
@@ -181,4 +182,33 @@ async fn each_state_change_of_a_task_leaves_one_audit_record() {
         [(format!("task {cancelled} cancelled"), Outcome::Cancelled), (format!("task {cancelled} created"), Outcome::Ok)]
     );
     assert!(records.iter().all(|r| r.kind != EventKind::ToolCall || r.tool.as_deref() != Some("slow")), "no plain tool_call record");
+}
+
+#[tokio::test]
+async fn a_2025_11_25_task_tells_its_session_its_progress_tagged_with_it_and_each_status() {
+    let s = server().await;
+    let sid = s.initialize("2025-11-25").await;
+    let mut stream = SseReader::new(common::open_get(&s, &sid, None).await);
+    stream.next_event().await.expect("priming event");
+    let params = json!({"name": "steps", "task": {"ttl": 60000}, "_meta": {"progressToken": "p1"}});
+    let created = s.call(&sid, 2, "tools/call", params).await;
+    let id = created["result"]["task"]["taskId"].as_str().expect("task id").to_owned();
+    let mut seen = Vec::new();
+    while let Some((_, message)) = stream.next_message().await {
+        let done = message["method"] == "notifications/tasks/status";
+        seen.push(message);
+        if done {
+            break;
+        }
+    }
+    let progress: Vec<&Value> = seen.iter().filter(|m| m["method"] == "notifications/progress").collect();
+    assert_eq!(progress.len(), 2, "{seen:?}");
+    for p in progress {
+        assert_eq!(p["params"]["progressToken"], "p1");
+        assert_eq!(p["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id.as_str());
+    }
+    let status = seen.last().expect("a status notification");
+    assert_eq!(status["params"]["taskId"], id.as_str(), "{status}");
+    assert_eq!(status["params"]["status"], "completed");
+    assert!(status["params"].get("_meta").is_none(), "status notifications carry no related-task meta");
 }

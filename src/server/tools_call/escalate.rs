@@ -110,7 +110,7 @@ impl McpServer {
                 () = stop.cancelled() => {}
             }
         });
-        let channel: Arc<dyn ClientChannel> = TaskChannel::new(tasks, task.id.clone(), tool_cancel.clone());
+        let channel: Arc<dyn ClientChannel> = TaskChannel::new(tasks, task.id.clone(), owner(ctx), tool_cancel.clone(), None);
         Ok((channel, task.id.clone(), created(&task, ctx.era())))
     }
 }

@@ -102,11 +102,13 @@ impl McpServer {
         };
         let name = tool.name().to_owned();
         report.outcome = Outcome::Ok;
+        let progress_token =
+            params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_i64() || t.is_u64()).cloned();
         let escalating = match self.mode(&tool, params, ctx) {
             Ok(task::Mode::Now) => false,
             Ok(task::Mode::Escalating) => true,
             Ok(task::Mode::Task(ttl)) => {
-                let created = self.start_task(tool, arguments, ttl, ctx).await;
+                let created = self.start_task(tool, arguments, ttl, progress_token, ctx).await;
                 report.task = task::created_id(&created);
                 return created;
             }
@@ -116,8 +118,6 @@ impl McpServer {
             }
         };
 
-        let progress_token =
-            params.get("_meta").and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_i64() || t.is_u64()).cloned();
         // The tool's token is a child: a timeout cancels the tool, not the request. A call that
         // may become a task has its own, as it may outlive the request.
         let tool_cancel = if escalating { CancellationToken::new() } else { ctx.cancel.child_token() };

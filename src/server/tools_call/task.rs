@@ -93,6 +93,7 @@ impl McpServer {
         tool: Arc<RegisteredTool>,
         arguments: Map<String, Value>,
         ttl: Option<u64>,
+        progress_token: Option<Value>,
         ctx: &RequestCtx,
     ) -> Answer {
         let (Some(tasks), Some(me)) = (self.tasks().cloned(), self.me.upgrade()) else { return Err(RpcError::internal()) };
@@ -100,13 +101,15 @@ impl McpServer {
         let client = ctx.caller.client_key().map(|k| k.shared_id()).unwrap_or_default();
         let (task, cancel) = tasks.create(&owner(ctx), &client, era, tool.name(), ttl).await?;
         // The run's request has been answered: its questions park the task instead.
-        let channel: Arc<dyn crate::tool::ClientChannel> = TaskChannel::new(tasks.clone(), task.id.clone(), cancel.clone());
+        let told = TaskChannel::new(tasks.clone(), task.id.clone(), owner(ctx), cancel.clone(), ctx.session.as_ref());
+        let channel: Arc<dyn crate::tool::ClientChannel> = told.clone();
         let caps = ctx.caps;
         let context = ToolContext::new(ContextParts {
             tool: tool.name().into(),
             arguments,
             cancel: cancel.child_token(),
-            progress_token: None,
+            // Progress goes on for the task's life, tagged with it (2025-11-25 sessions).
+            progress_token,
             log_level: None,
             channel: channel.clone(),
             caps,
@@ -130,6 +133,7 @@ impl McpServer {
             let started = std::time::Instant::now();
             let ended = me.run(&tool, context, &run_ctx).await;
             me.settle_task(&tasks, &id, &tool, ended, started, &run_ctx).await;
+            told.tell_status().await;
         });
         Ok(created(&task, ctx.era()))
     }

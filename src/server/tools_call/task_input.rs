@@ -1,25 +1,33 @@
-//! The client channel of a tool running as a task. Its request has been answered, so nothing
-//! goes to the client directly: a question parks the task `input_required` with the
-//! requests (keys unique for the task's life) until answers arrive through any replica
-//! ([`Tasks::ask`]); progress and log messages have no stream to go to and are dropped (the
-//! 2026-07-28 tasks extension does not carry them).
+//! The client channel of a tool running as a task. Its request has been answered, so a
+//! question parks the task `input_required` with the requests (keys unique for the task's
+//! life) until answers arrive through any replica ([`Tasks::park`], [`Tasks::answers`]).
+//! A 2025-11-25 task created in a session also tells that session: progress and log messages,
+//! tagged with the task, and `notifications/tasks/status` on each change of status made here,
+//! go to the session's GET stream. The 2026-07-28 tasks extension carries neither.
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::protocol::Era;
 use crate::protocol::jsonrpc::{RpcError, code};
+use crate::protocol::task::related_task;
+use crate::session::Session;
 use crate::tasks::{Tasks, Unanswered};
 use crate::tool::{ClientChannel, InputRequest};
 
 pub(super) struct TaskChannel {
     tasks: Arc<Tasks>,
     id: String,
+    /// Who created the task (to read it back for status notifications).
+    owner: String,
+    /// The 2025-11-25 session that created the task, while it lives.
+    session: Option<Weak<Session>>,
     /// The task's own token: a cancel ends the wait for answers.
     cancel: CancellationToken,
     /// Every key asked so far, so a key asked again gets a fresh name.
@@ -27,8 +35,32 @@ pub(super) struct TaskChannel {
 }
 
 impl TaskChannel {
-    pub(super) fn new(tasks: Arc<Tasks>, id: String, cancel: CancellationToken) -> Arc<Self> {
-        Arc::new(Self { tasks, id, cancel, used: Mutex::new(HashSet::new()) })
+    pub(super) fn new(
+        tasks: Arc<Tasks>,
+        id: String,
+        owner: String,
+        cancel: CancellationToken,
+        session: Option<&Arc<Session>>,
+    ) -> Arc<Self> {
+        let session = session.filter(|s| s.version().era() == Era::Legacy).map(Arc::downgrade);
+        Arc::new(Self { tasks, id, owner, session, cancel, used: Mutex::new(HashSet::new()) })
+    }
+
+    /// Sends `message` to the session's stream for unrelated messages, if it has one open.
+    fn tell_session(&self, message: &Value) {
+        if let Some(session) = self.session.as_ref().and_then(Weak::upgrade) {
+            session.deliver_unsolicited(&message.to_string());
+        }
+    }
+
+    /// `notifications/tasks/status` with the task as it now stands, to its session.
+    pub(super) async fn tell_status(&self) {
+        if self.session.is_none() {
+            return;
+        }
+        if let Ok(row) = self.tasks.get(&self.id, &self.owner).await {
+            self.tell_session(&json!({ "jsonrpc": "2.0", "method": "notifications/tasks/status", "params": row.task.legacy_json() }));
+        }
     }
 
     /// `key`, or `key-2`, `key-3`… if the task asked under that key before.
@@ -48,10 +80,14 @@ impl TaskChannel {
             asked.insert(key.clone(), json!({ "method": method, "params": params }));
             keys.push((key, method));
         }
-        let mut answers = self.tasks.ask(&self.id, &asked, &self.cancel).await.map_err(|why| match why {
+        let unanswered = |why| match why {
             Unanswered::Ended => RpcError::new(code::TRANSPORT, "the task ended while it waited for input"),
             Unanswered::Storage => RpcError::internal(),
-        })?;
+        };
+        self.tasks.park(&self.id, &asked).await.map_err(unanswered)?;
+        self.tell_status().await;
+        let mut answers = self.tasks.answers(&self.id, &asked, &self.cancel).await.map_err(unanswered)?;
+        self.tell_status().await;
         keys.into_iter()
             .map(|(key, method)| {
                 let answer = answers.remove(&key).unwrap_or(Value::Null);
@@ -69,7 +105,14 @@ impl TaskChannel {
 }
 
 impl ClientChannel for TaskChannel {
-    fn notify(&self, _message: Value) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+    fn notify(&self, mut message: Value) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
+            let meta = params.entry("_meta").or_insert_with(|| json!({}));
+            if let (Some(meta), Value::Object(related)) = (meta.as_object_mut(), related_task(&self.id)) {
+                meta.extend(related);
+            }
+        }
+        self.tell_session(&message);
         Box::pin(async {})
     }
 

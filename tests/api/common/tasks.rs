@@ -1,7 +1,7 @@
 //! Tools for the task tests: `slow` (may run as a task; sleeps `ms`, then says so),
 //! `only_task` (runs only as one), `broken` (may run as one; ends in a tool error), `confirm`
 //! (asks one question), `two_questions` (asks two at once), `ask_then_task` (asks within its
-//! request, then continues as a task), and the client capabilities that opt a 2026-07-28
+//! request, then continues as a task), `steps` (reports progress twice), and the client capabilities that opt a 2026-07-28
 //! request into tasks.
 
 use std::time::Duration;
@@ -45,7 +45,13 @@ pub fn tools() -> Vec<Tool> {
             ctx.sleep(Duration::from_millis(100)).await?;
             Ok(CallToolResult::text(format!("hello {} (task: {became})", answer["content"]["name"].as_str().unwrap_or("?"))))
         });
-    vec![slow, only, broken, confirm, two, escalating]
+    let steps =
+        Tool::builder("steps", "Reports progress twice, then finishes.").task_support(TaskSupport::Optional).handler(|ctx| async move {
+            ctx.progress(1.0, Some(2.0), None).await;
+            ctx.progress(2.0, Some(2.0), None).await;
+            Ok(CallToolResult::text("stepped"))
+        });
+    vec![slow, only, broken, confirm, two, escalating, steps]
 }
 
 /// `elicitation/create` params for a form with one string field.
