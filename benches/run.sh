@@ -9,6 +9,8 @@
 #   2. memory per idle legacy session and per open SSE GET stream, and list_changed fan-out
 #      latency, at 1,000 and 10,000 streams (peers at 1,000);
 #   3. start-up time, idle RSS and the release binary's size;
+#   4. with TASKS=1 (on in --short, off in the full run): tasks, on SQLite and Postgres: time
+#      to create one (p50/p99) and tasks/get throughput (benches/tasks.py);
 # then prints the tables, the ratios and each target met or missed (benches/summarize.py).
 #
 #   benches/run.sh           the full run, about 25 minutes
@@ -24,14 +26,16 @@
 #   CONNS ["1 16 64" | "1 16"]  DURATION [10 | 2] s  WARMUP [2 | 1] s  ROUNDS [3 | 1]
 #   STREAMS_SIZES ["1000 10000" | 200]  PEER_STREAMS [1000 | none]  FANOUT_ROUNDS [5 | 2]
 #   STARTUP_RUNS [5 | 2]  PIN, LOADGEN_CPU [0], SERVER_CPU [1]: as in ../shared/bench/run.sh
+#   TASKS [0 | 1]  TASKS_BACKENDS [sqlite,postgres]  TOOLGATE_TEST_PG_HOST [127.0.0.1:5432]
+#     (Postgres: user postgres, trust auth, psql; a database is created and dropped per run)
 set -uo pipefail
 
 short=0
 case "${1:-}" in
   --short) short=1 ;;
   "") ;;
-  -h | --help) sed -n '2,28s/^# \{0,1\}//p' "$0" && exit 0 ;;
-  *) sed -n '2,28s/^# \{0,1\}//p' "$0" >&2 && exit 2 ;;
+  -h | --help) sed -n '2,32s/^# \{0,1\}//p' "$0" && exit 0 ;;
+  *) sed -n '2,32s/^# \{0,1\}//p' "$0" >&2 && exit 2 ;;
 esac
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,13 +50,14 @@ if [[ $short == 1 ]]; then
   PEERS=${PEERS:-"axum-baseline rmcp-stateless-json"}
   CONNS=${CONNS:-"1 16"} DURATION=${DURATION:-2} WARMUP=${WARMUP:-1} ROUNDS=${ROUNDS:-1}
   STREAMS_SIZES=${STREAMS_SIZES:-200} PEER_STREAMS=${PEER_STREAMS:-none} FANOUT_ROUNDS=${FANOUT_ROUNDS:-2}
-  STARTUP_RUNS=${STARTUP_RUNS:-2}
+  STARTUP_RUNS=${STARTUP_RUNS:-2} TASKS=${TASKS:-1}
 else
   PEERS=${PEERS:-"$(expand_peers core) rmcp-2026-json"}
   CONNS=${CONNS:-"1 16 64"} DURATION=${DURATION:-10} WARMUP=${WARMUP:-2} ROUNDS=${ROUNDS:-3}
   STREAMS_SIZES=${STREAMS_SIZES:-"1000 10000"} PEER_STREAMS=${PEER_STREAMS:-1000} FANOUT_ROUNDS=${FANOUT_ROUNDS:-5}
-  STARTUP_RUNS=${STARTUP_RUNS:-5}
+  STARTUP_RUNS=${STARTUP_RUNS:-5} TASKS=${TASKS:-0}
 fi
+TASKS_BACKENDS=${TASKS_BACKENDS:-sqlite,postgres}
 [[ $PEER_STREAMS == none ]] && PEER_STREAMS=""
 TG_TARGETS=${TG_TARGETS:-"toolgate-full toolgate-full-2026 toolgate-core toolgate-core-2026"}
 RESULTS=${RESULTS:-$BENCH_HOME/results/toolgate-$(date +%Y%m%d-%H%M%S)}
@@ -117,7 +122,7 @@ cp "$REPO/benches/config/core.toml" "$RUN_DIR/core.toml"
   echo "host: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(uname -sr)"
   echo "cpu:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
   echo "pinning: $PINNED"
-  echo "mode: $([[ $short == 1 ]] && echo short || echo full); CONNS='$CONNS' DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS STREAMS_SIZES='$STREAMS_SIZES' PEER_STREAMS='$PEER_STREAMS' FANOUT_ROUNDS=$FANOUT_ROUNDS"
+  echo "mode: $([[ $short == 1 ]] && echo short || echo full); CONNS='$CONNS' DURATION=$DURATION WARMUP=$WARMUP ROUNDS=$ROUNDS STREAMS_SIZES='$STREAMS_SIZES' PEER_STREAMS='$PEER_STREAMS' FANOUT_ROUNDS=$FANOUT_ROUNDS TASKS=$TASKS$([[ $TASKS == 1 ]] && echo " ($TASKS_BACKENDS)")"
   echo "toolgate: $("$TOOLGATE_BIN" --version 2>/dev/null) ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null)$(git -C "$REPO" diff --quiet 2>/dev/null || echo +dirty)), $TOOLGATE_BIN"
   echo "targets: $TG_TARGETS $PEERS"
   echo "rustc: $(rustc --version 2>/dev/null)"
@@ -218,8 +223,29 @@ path = sys.argv[1]
 json.dump({"path": path, "bytes": os.path.getsize(path)}, open(sys.argv[2], "w"))
 EOF
 
-# ------------------------------------------------------------------ 5. summary
+# ------------------------------------------------------------------ 5. tasks (TASKS=1)
+# benches/tasks.py starts its own servers (auth and rate limits off, conformance pack, audit
+# batched as in full.toml), pinned like the rest; its table goes to tasks.md, its figures to
+# tasks.json, and into the summary below. It fails only on errors or missing results.
+tasks_status=0
+if [[ $TASKS == 1 ]]; then
+  log "tasks: create latency and tasks/get throughput ($TASKS_BACKENDS)"
+  tasks_args=(--bin "$TOOLGATE_BIN" --backends "$TASKS_BACKENDS" --port "$TG_PORT" --out "$RESULTS/tasks.json")
+  [[ $short == 1 ]] && tasks_args+=(--short)
+  pin=${PIN:-auto}
+  [[ $PINNED == "not pinned" ]] && pin=0
+  PIN=$pin LOADGEN_CPU=$LOADGEN_CPU SERVER_CPU=$SERVER_CPU \
+    python3 "$REPO/benches/tasks.py" "${tasks_args[@]}" >"$RESULTS/tasks.md"
+  tasks_status=$?
+  [[ $tasks_status == 0 ]] || log "tasks: failed (exit $tasks_status); see $RESULTS/tasks.md"
+fi
+
+# ------------------------------------------------------------------ 6. summary
 python3 "$REPO/benches/summarize.py" --check "$RESULTS" | tee "$RESULTS/summary.md"
 status=${PIPESTATUS[0]}
+if [[ -s $RESULTS/tasks.md ]]; then
+  { echo; cat "$RESULTS/tasks.md"; } | tee -a "$RESULTS/summary.md"
+fi
+[[ $tasks_status == 0 ]] || status=1
 log "raw results: $RESULTS"
 exit "$status"
