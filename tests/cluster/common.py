@@ -9,16 +9,23 @@ from typing import Any, AsyncIterator
 MODERN = "2026-07-28"
 
 
+# The param a request's Mcp-Name header repeats (SEP-2243; a task id, so a balancer could route
+# tasks/* without reading the body).
+NAME_PARAM = {"tools/call": "name", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
+
+
 def modern_request(rid: Any, method: str, params: dict[str, Any] | None = None,
-                   meta: dict[str, Any] | None = None) -> tuple[dict[str, str], bytes]:
+                   meta: dict[str, Any] | None = None,
+                   caps: dict[str, Any] | None = None) -> tuple[dict[str, str], bytes]:
     """Headers and body of a stateless 2026-07-28 request (the `_meta` and headers the spec asks
-    for, plus `meta`, e.g. a progressToken)."""
+    for, plus `meta`, e.g. a progressToken; `caps`: the client capabilities this request
+    declares, e.g. the tasks extension)."""
     params = dict(params or {})
     params["_meta"] = {
         **(meta or {}),
         "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientInfo": {"name": "toolgate-cluster", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": caps or {},
     }
     headers = {
         "Content-Type": "application/json",
@@ -26,8 +33,8 @@ def modern_request(rid: Any, method: str, params: dict[str, Any] | None = None,
         "MCP-Protocol-Version": MODERN,
         "Mcp-Method": method,
     }
-    if method == "tools/call":
-        headers["Mcp-Name"] = params["name"]
+    if method in NAME_PARAM:
+        headers["Mcp-Name"] = params[NAME_PARAM[method]]
     body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}, separators=(",", ":"))
     return headers, body.encode()
 

@@ -94,6 +94,45 @@ def cut(d: dict) -> str:
             f"list_changed at {d.get('listChangedAfterKillS')} s; retry in the same session: {d.get('retry')}{errs(d)}")
 
 
+def task_spread(d: dict) -> str:
+    return (f"task {str(d.get('taskId'))[:8]}… (slow_compute {d.get('seconds')} s) created on {d.get('createdOn')}, at once "
+            f"{d.get('atOnce')}; completed through each after {d.get('completedAfterS')} s from the creation (spread "
+            f"{d.get('completionSpreadS')} s), the same inlined result everywhere: {d.get('identical')} "
+            f"({d.get('resultText')!r}); {d.get('unanswered')} poll(s) unanswered{errs(d)}")
+
+
+def task_cancel(d: dict) -> str:
+    m = d.get("metricDeltas") or {}
+    return (f"created on {d.get('createdOn')}, cancelled through {d.get('cancelledThrough')}: ack in {d.get('ackMs')} ms; "
+            f"cancelled through each after {d.get('cancelledAfterS')} s ({d.get('statusMessage')!r}); "
+            f"{d.get('createdOn')}'s only call slot: {d.get('slotBefore')} before the cancel, free "
+            f"{d.get('slotFreedAfterS')} s after it ({d.get('slotProbes')} probe(s)); cluster events sent by "
+            f"{d.get('cancelledThrough')} +{m.get('bSent')}, received by {d.get('createdOn')} +{m.get('aReceived')}; "
+            f"its tool_calls_total{{slow_compute,cancelled}} +{m.get('aCancelledCalls')}{errs(d)}")
+
+
+def task_lost(d: dict) -> str:
+    return (f"slow task on {d.get('victim')} (pid {d.get('killedPid')}) killed with SIGKILL: failed after "
+            f"{d.get('timeToFailedS')} s (per poller {d.get('failedAfterS')}; lease {d.get('leaseSecs')} s, bound "
+            f"{d.get('boundS')} s), statusMessage {d.get('statusMessage')!r}, error {d.get('error')}; unanswered polls "
+            f"{d.get('unanswered')}{errs(d)}")
+
+
+def task_restart(d: dict) -> str:
+    return (f"{d.get('answered')}/{d.get('requests')} tasks/get through nginx returned the completed result stored before "
+            f"the restart ({d.get('retried')} retried while replicas came up, {d.get('elapsedS')} s); directly: "
+            f"{d.get('direct')}; the other tasks: "
+            f"{d.get('others')}{errs(d)}")
+
+
+def task_update(d: dict) -> str:
+    return (f"confirm_delete created on {d.get('createdOn')}: input_required after {d.get('inputRequiredAfterS')} s, "
+            f"inputRequests {d.get('inputKeys')} {d.get('inputMethods')}; tasks/update through {d.get('updatedThrough')} "
+            f"ack in {d.get('ackMs')} ms; completed after {d.get('completedAfterUpdateS')} s ({d.get('resultText')!r}, "
+            f"isError {d.get('resultIsError')}); cluster events received by {d.get('createdOn')} meanwhile "
+            f"+{d.get('aEventsReceived')}{errs(d)}")
+
+
 def main() -> None:
     kind, files = sys.argv[1], sys.argv[2:]
     try:
@@ -104,7 +143,9 @@ def main() -> None:
         elif kind == "kill":
             print(kill(load(files[0]), load(files[1])))
         else:
-            print({"quota": quota, "session": session, "listeners": listeners, "cut": cut}[kind](load(files[0])))
+            print({"quota": quota, "session": session, "listeners": listeners, "cut": cut, "task-spread": task_spread,
+                   "task-cancel": task_cancel, "task-lost": task_lost, "task-restart": task_restart,
+                   "task-update": task_update}[kind](load(files[0])))
     except Exception as e:  # noqa: BLE001
         print(f"(no summary: {type(e).__name__}: {e})")
 

@@ -24,10 +24,27 @@
 #      mid-answer: the call must fail (timeout), never be answered (a resumption on a survivor
 #      must not replay another stream of the session); the same session goes on working; the
 #      cut call is audited at most once
+#   f  tasks across replicas (2026-07-28, stateless, the tasks extension declared per request;
+#      replicas restarted with the conformance pack, tasks.lease_secs = --task-lease, and one call
+#      slot each: tools.max_concurrent_calls = 1, max_queued_calls = 0), tests/cluster/tasks.py:
+#      f1 a task created on replica-1 (slow_compute 3 s) is polled with tasks/get through every
+#         other replica and nginx: visible at once, completed everywhere with the same inlined
+#         result, its run audited once, by replica-1
+#      f2 a slow task created on replica-1 is cancelled through replica-2: the ack, `cancelled`
+#         through every replica and nginx, and the tool stopped on replica-1 (its one call slot,
+#         busy before the cancel, is free again: a greet there is refused before and runs after)
+#      f3 kill -9 of the replica running a slow task: the survivors (and nginx) report it
+#         `failed`, saying its server stopped, within lease × 4/3 + 3 s; the time is a figure
+#      f4 every replica stopped and started again: the completed result (f1) is still returned
+#         through nginx and by every replica directly, the cancelled (f2) and failed (f3) tasks
+#         keep their statuses
+#      f5 tasks/update through another replica: confirm_delete on replica-1 goes input_required;
+#         an accepting answer through replica-2 resumes it on replica-1 to `completed` (audited
+#         there). Fails with "Unknown tool: confirm_delete" on a build without that tool
 #
 # Prints PASS/FAIL per check with its figures; the last line is `cluster: N passed, M failed`,
 # exit status 0 only if M is 0. Everything it started is stopped, and the database and the
-# Redis keys are removed, on every exit. Bounded by CLUSTER_TIMEOUT (default 240 s, after the
+# Redis keys are removed, on every exit. Bounded by CLUSTER_TIMEOUT (default 300 s, after the
 # build). Needs: Postgres (trust auth, user postgres) and Redis on this machine, nginx (found on
 # PATH or /usr/sbin, else unpacked from Debian's nginx package into ~/.cache), and the
 # clients of tests/e2e/setup.sh (py-mcp1, py-mcp2, node22, node).
@@ -35,12 +52,14 @@
 #   tests/cluster/topology.sh                 # all checks, debug binary (cargo build)
 #   tests/cluster/topology.sh --keep          # then leave the topology up until Ctrl-C
 #   TOOLGATE_BIN=target/release/toolgate tests/cluster/topology.sh --only e,d
+#   TOOLGATE_BIN=target/release/toolgate tests/cluster/topology.sh --only f --task-lease 5
 #
 # Options: --keep, --replicas N, --limits redis|local (backend of every phase but the comparison),
-#   --no-compare-local, --only a,b,c,d,e, --duration S (load of d, default 15),
+#   --no-compare-local, --only a,b,c,d,e,f, --duration S (load of d, default 15),
 #   --throughput-duration S (each run of e, default 8), --throughput-rounds R (runs each way,
 #   alternating, default 2), --audit sync|batched (audit.durability;
-#   default sync, which check d's "none lost" needs).
+#   default sync, which check d's "none lost" needs), --task-lease S (tasks.lease_secs of check f,
+#   default 5, at least 3).
 # Environment: TOOLGATE_BIN (default: cargo build --locked --bin toolgate, debug), HARNESS_DIR
 #   (default ~/.cache/toolgate-e2e), TOOLGATE_TEST_PG_HOST (host:port, default 127.0.0.1:5432),
 #   TOOLGATE_TEST_REDIS_URL (default redis://127.0.0.1:6379), CLUSTER_TIMEOUT (seconds),
@@ -53,13 +72,14 @@ export HARNESS_DIR="${HARNESS_DIR:-$HOME/.cache/toolgate-e2e}"
 export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ next to the scripts
 PG_HOST="${TOOLGATE_TEST_PG_HOST:-127.0.0.1:5432}"
 REDIS_URL="${TOOLGATE_TEST_REDIS_URL:-redis://127.0.0.1:6379}"
-TIMEOUT="${CLUSTER_TIMEOUT:-240}"
+TIMEOUT="${CLUSTER_TIMEOUT:-300}"
 REPLICAS=3
 LIMITS=redis
 KEEP=0
 COMPARE_LOCAL=1
 AUDIT=sync
-ONLY="a,b,c,d,e"
+ONLY="a,b,c,d,e,f"
+TASK_LEASE=5
 DURATION=15
 TP_DURATION=8
 TP_ROUNDS=2
@@ -74,6 +94,7 @@ while [ "$#" -gt 0 ]; do
     --duration) DURATION="$2" && shift ;;
     --throughput-duration) TP_DURATION="$2" && shift ;;
     --throughput-rounds) TP_ROUNDS="$2" && shift ;;
+    --task-lease) TASK_LEASE="$2" && shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' && exit 0 ;;
     *) echo "unknown option $1 (--help)" >&2 && exit 2 ;;
   esac
@@ -82,6 +103,7 @@ done
 case "$LIMITS" in redis | local) ;; *) echo "--limits must be redis or local" >&2 && exit 2 ;; esac
 case "$AUDIT" in sync | batched) ;; *) echo "--audit must be sync or batched" >&2 && exit 2 ;; esac
 [ "$REPLICAS" -ge 2 ] || { echo "--replicas must be at least 2" >&2 && exit 2; }
+[[ "$TASK_LEASE" =~ ^[0-9]+$ ]] && [ "$TASK_LEASE" -ge 3 ] || { echo "--task-lease must be a whole number of seconds, at least 3" >&2 && exit 2; }
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 
 log() { printf '[cluster] %s\n' "$*" >&2; }
@@ -113,6 +135,7 @@ PY1="$HARNESS_DIR/py-mcp1/bin/python"
 PY2="$HARNESS_DIR/py-mcp2/bin/python"
 NODE="$HARNESS_DIR/node22/node"
 for f in "$PY1" "$PY2" "$NODE"; do
+  [ "$f" = "$PY1" ] || want a || continue # the other SDKs only for check a
   [ -x "$f" ] || { log "$f is missing: run tests/e2e/setup.sh first" && exit 2; }
 done
 for t in psql redis-cli; do
@@ -285,7 +308,13 @@ EOF
       echo "TOOLGATE__LIMITS__REQUESTS_PER_MINUTE=60"
       echo "TOOLGATE__LIMITS__REQUEST_BURST=20"
       ;;
-    main | rejoin)
+    tasks | tasks-restart)
+      echo "TOOLGATE__TOOLS__PACKS__CONFORMANCE=true"
+      echo "TOOLGATE__TASKS__LEASE_SECS=$TASK_LEASE"
+      echo "TOOLGATE__TOOLS__MAX_CONCURRENT_CALLS=1"
+      echo "TOOLGATE__TOOLS__MAX_QUEUED_CALLS=0"
+      ;;&
+    main | rejoin | tasks | tasks-restart)
       echo "TOOLGATE__LIMITS__BACKEND=$LIMITS"
       echo "TOOLGATE__LIMITS__REQUESTS_PER_MINUTE=100000000"
       echo "TOOLGATE__LIMITS__REQUEST_BURST=10000000"
@@ -420,7 +449,128 @@ if want c; then
   if [ "$LIMITS" = redis ]; then quota_phase redis cluster; else quota_phase local local; fi
 fi
 
-# ---- the main phase -------------------------------------------------------------------------------
+# ---- f: tasks across replicas -----------------------------------------------------------------------
+# Its own phase (the conformance pack's task tools, a short lease, one call slot per replica);
+# each step is a subcommand of tasks.py, its JSON in $RUN/f-STEP.json, the tasks it leaves in
+# $RUN/f-state.json (for f4).
+replica_url() { echo "replica-$(($1 + 1))=http://127.0.0.1:${PORTS[$1]}/mcp"; }
+tasks_step() { # step args...: one step of tasks.py (25 s at most; lost: 2 leases + 15 s), its JSON in $RUN/f-STEP.json
+  local step="$1" limit=25
+  shift
+  [ "$step" = lost ] && limit=$((2 * TASK_LEASE + 15))
+  bounded $((limit + 5)) "$PY1" "$HERE/tasks.py" "$step" --timeout "$limit" --rid-prefix "f$step-$RUN_ID" --state "$RUN/f-state.json" "$@" \
+    >"$RUN/f-$step.json" 2>"$RUN/f-$step.stderr"
+}
+json_field() { # file key: a field of a helper's one-line JSON ("" if absent)
+  python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]).get(sys.argv[2]) or "")' "$1" "$2" 2>/dev/null || true
+}
+task_audit() { # task-id: who audited the end of its run (replica_id=count of its task_change records other than the creation), waiting up to 3 s for one
+  local out="" n
+  for n in $(seq 30); do
+    out="$(sql "SELECT string_agg(replica_id || '=' || n, ' ' ORDER BY replica_id) FROM (SELECT replica_id, count(*) n FROM audit_log WHERE kind = 'task_change' AND starts_with(detail, 'task $1 ') AND detail <> 'task $1 created' GROUP BY 1) t" 2>/dev/null || true)"
+    [ -n "$out" ] || [ "${2:-wait}" = nowait ] && break
+    sleep 0.1
+  done
+  echo "${out:-none}"
+}
+tasks_check() {
+  local i rc id audit spread fig polls=() others=() survivors=()
+  stop_replicas
+  start_replicas tasks || { result "f: tasks across replicas" 1 "replicas did not start (tasks phase)" && return; }
+  log "tasks phase: replicas up with tasks.lease_secs=$TASK_LEASE, one call slot each ($((SECONDS - started)) s)"
+  rm -f "$RUN/f-state.json"
+  for ((i = 0; i < REPLICAS; i++)); do polls+=(--poll "$(replica_url "$i")"); done
+  for ((i = 1; i < REPLICAS; i++)); do others+=(--poll "$(replica_url "$i")"); done
+  for ((i = 0; i < REPLICAS - 1; i++)); do survivors+=(--poll "$(replica_url "$i")"); done
+
+  # f1: created on replica-1, polled through every other replica and nginx
+  rc=0
+  tasks_step spread --create "$(replica_url 0)" "${others[@]}" --poll "nginx=$LB" --seconds 3 || rc=1
+  id="$(json_field "$RUN/f-spread.json" taskId)"
+  audit="$(task_audit "$id")"
+  [ "$audit" = "replica-1=1" ] || rc=1
+  spread="$(upstreams_of "fspread-$RUN_ID")"
+  [ "$(wc -w <<<"$spread")" -ge 2 ] || rc=1
+  fig="$(python3 "$HERE/report.py" task-spread "$RUN/f-spread.json")"
+  result "f1: a task created on replica-1 completes through every replica and nginx, one result" "$rc" \
+    "$fig; its run audited by ${audit} (want replica-1=1); nginx sent the polls to ${spread:-none}"
+  figure "f1 task polled everywhere: $fig"
+
+  # f2: created on replica-1, cancelled through replica-2, stopped on replica-1
+  rc=0
+  tasks_step cancel --create "$(replica_url 0)" --cancel "$(replica_url 1)" "${polls[@]}" --poll "nginx=$LB" \
+    --admin-a "http://127.0.0.1:${ADMINS[0]}" --admin-b "http://127.0.0.1:${ADMINS[1]}" --seconds 120 || rc=1
+  id="$(json_field "$RUN/f-cancel.json" taskId)"
+  audit="$(task_audit "$id")"
+  # The cancel is recorded once, by the replica that took it.
+  [ "$audit" = "replica-2=1" ] || rc=1
+  fig="$(python3 "$HERE/report.py" task-cancel "$RUN/f-cancel.json")"
+  result "f2: a task created on replica-1 is cancelled through replica-2, and its tool stops on replica-1" "$rc" \
+    "$fig; its cancel audited by $audit (want replica-2=1)"
+  figure "f2 cancel across replicas: $fig"
+
+  # f3: kill -9 of the replica running a task
+  rc=0
+  local v=$((REPLICAS - 1))
+  tasks_step lost --create "$(replica_url "$v")" --victim-pid "${PIDS[$v]}" "${survivors[@]}" --poll "nginx=$LB" \
+    --lease-secs "$TASK_LEASE" --margin-secs 3 --seconds 120 || rc=1
+  if ! kill -0 "${PIDS[$v]}" 2>/dev/null; then
+    wait "${PIDS[$v]}" 2>/dev/null || true
+    PIDS[v]=""
+  else
+    log "replica-$((v + 1)) was not killed" && rc=1
+  fi
+  fig="$(python3 "$HERE/report.py" task-lost "$RUN/f-lost.json")"
+  result "f3: kill -9 of the replica running a task: a survivor reports it failed within the lease ($TASK_LEASE s) + margin" "$rc" "$fig"
+  figure "f3 time to failed after kill -9: $(json_field "$RUN/f-lost.json" timeToFailedS) s (lease $TASK_LEASE s): $fig"
+
+  # f4: every replica restarts; the tasks are still there
+  rc=0
+  stop_replicas
+  if start_replicas tasks-restart; then
+    tasks_step restart --url "$LB" --requests $((3 * REPLICAS)) "${polls[@]}" || rc=1
+    spread="$(upstreams_of "frestart-$RUN_ID")"
+    [ "$(wc -w <<<"$spread")" -ge 2 ] || rc=1
+    fig="$(python3 "$HERE/report.py" task-restart "$RUN/f-restart.json")"
+  else
+    rc=1 fig="the replicas did not start again"
+  fi
+  result "f4: after every replica restarted, the completed result is still returned through nginx and by each" "$rc" "$fig; nginx sent them to ${spread:-none}"
+  figure "f4 after a restart of all: $fig"
+
+  tasks_update_step
+}
+
+# ---- f5: tasks/update through another replica ---------------------------------------------------
+# confirm_delete {filename} created on replica-1 goes input_required (inputRequests); an accepting
+# answer (tasks/update) through replica-2 must resume it on replica-1 (the cluster channel wakes
+# it) to completed, its end audited by replica-1. A build without the tool fails here with
+# "Unknown tool: confirm_delete".
+tasks_update_step() {
+  local rc=0 id audit fig polls=() i
+  for ((i = 0; i < REPLICAS; i++)); do polls+=(--poll "$(replica_url "$i")"); done
+  tasks_step update --create "$(replica_url 0)" --update "$(replica_url 1)" "${polls[@]}" --poll "nginx=$LB" \
+    --admin-a "http://127.0.0.1:${ADMINS[0]}" --filename "cluster-$RUN_ID.txt" || rc=1
+  id="$(json_field "$RUN/f-update.json" taskId)"
+  audit=none
+  if [ -n "$id" ]; then
+    audit="$(task_audit "$id")"
+    [ "$rc" = 0 ] && [ "$audit" != "replica-1=1" ] && rc=1
+  fi
+  fig="$(python3 "$HERE/report.py" task-update "$RUN/f-update.json")"
+  result "f5: tasks/update through replica-2 resumes a task waiting for input on replica-1" "$rc" "$fig; its run's end audited by $audit (want replica-1=1)"
+  figure "f5 tasks/update across replicas: $fig"
+}
+
+want f && tasks_check
+
+# ---- the main phase (checks a, b, d, e) ---------------------------------------------------------------
+if ! want a && ! want b && ! want d && ! want e; then
+  log "done in $((SECONDS - started)) s"
+  finish
+  [ "$failed" = 0 ] && exit 0
+  exit 1
+fi
 stop_replicas
 if ! start_replicas main; then
   result "replicas start" 1 "see the log above"
