@@ -518,6 +518,7 @@ conformance = true
 [tasks]
 # without auth the cap counts per client address: this client is one address
 max_running_per_client = 100000
+max_stored_per_client = 1000000
 # tasks/get throughput measures the read path, not the poll limit's refusals
 poll_burst = 0
 {poll}

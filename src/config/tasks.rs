@@ -20,6 +20,9 @@ pub struct TaskSettings {
     pub lease_secs: u64,
     /// Most tasks one client (principal, or address without authentication) may have running.
     pub max_running_per_client: usize,
+    /// Most tasks one client may have stored (running, or finished and kept until their TTL);
+    /// at the cap new tasks are refused until old ones expire.
+    pub max_stored_per_client: usize,
     /// How many `tasks/get` of one task may come faster than `poll_interval_ms` before the
     /// rest are refused until the interval passes (per replica). 0: no limit.
     pub poll_burst: u32,
@@ -34,6 +37,7 @@ impl Default for TaskSettings {
             poll_interval_ms: 1000,
             lease_secs: 30,
             max_running_per_client: 32,
+            max_stored_per_client: 1000,
             poll_burst: 10,
         }
     }
@@ -53,6 +57,9 @@ impl TaskSettings {
         }
         if self.max_running_per_client == 0 {
             return Err(("tasks.max_running_per_client", "must be at least 1"));
+        }
+        if self.max_stored_per_client < self.max_running_per_client {
+            return Err(("tasks.max_stored_per_client", "must be at least tasks.max_running_per_client"));
         }
         Ok(())
     }

@@ -189,10 +189,17 @@ pub async fn prune(store: &Store, now_ms: i64) -> Result<u64, sqlx::Error> {
     on_pool!(store, |pool| Ok(sqlx::query("DELETE FROM tasks WHERE expires_ms <= $1").bind(now_ms).execute(pool).await?.rows_affected()))
 }
 
-/// How many live tasks `client` has.
-pub async fn count_live(store: &Store, client: &str) -> Result<i64, sqlx::Error> {
-    let sql = concat!("SELECT COUNT(*) AS n FROM tasks WHERE client = $1 AND ", live!());
-    on_pool!(store, |pool| sqlx::query(sql).bind(client).fetch_one(pool).await?.try_get::<i64, _>("n"))
+/// How many tasks `client` has live, and stored in all (live or kept until their TTL).
+pub async fn count(store: &Store, client: &str) -> Result<(i64, i64), sqlx::Error> {
+    let sql = concat!(
+        "SELECT COALESCE(SUM(CASE WHEN ",
+        live!(),
+        " THEN 1 ELSE 0 END), 0) AS live, COUNT(*) AS stored FROM tasks WHERE client = $1"
+    );
+    on_pool!(store, |pool| {
+        let row = sqlx::query(sql).bind(client).fetch_one(pool).await?;
+        Ok((row.try_get::<i64, _>("live")?, row.try_get::<i64, _>("stored")?))
+    })
 }
 
 /// Parks a `working` task on `requests` (`input_required`, no answers yet); `false` when it is

@@ -109,7 +109,7 @@ impl Tasks {
         tool: &str,
         ttl_ms: Option<u64>,
     ) -> Result<(Task, CancellationToken), RpcError> {
-        let live = db::count_live(&self.store, client).await.map_err(|e| storage_error(&e))?;
+        let (live, stored) = db::count(&self.store, client).await.map_err(|e| storage_error(&e))?;
         if usize::try_from(live).unwrap_or(usize::MAX) >= self.settings.max_running_per_client {
             let max = self.settings.max_running_per_client;
             return Err(RpcError::new(
@@ -117,6 +117,16 @@ impl Tasks {
                 format!("Too many running tasks: {max} at once (tasks.max_running_per_client); wait for one to finish or cancel one"),
             )
             .with_data(json!({ "limit": "tasks" })));
+        }
+        if usize::try_from(stored).unwrap_or(usize::MAX) >= self.settings.max_stored_per_client {
+            let max = self.settings.max_stored_per_client;
+            return Err(RpcError::new(
+                code::TRANSPORT,
+                format!(
+                    "Too many stored tasks: {max} kept until their TTL (tasks.max_stored_per_client); ask for shorter TTLs, or wait for older tasks to expire"
+                ),
+            )
+            .with_data(json!({ "limit": "stored_tasks" })));
         }
         let now = now_ms();
         let poll_ms = i64::try_from(self.settings.poll_interval_ms).unwrap_or(1000);

@@ -230,3 +230,20 @@ async fn polling_one_task_faster_than_its_poll_interval_is_refused_after_the_bur
     let (_, v) = rpc(&s, "tasks/get", json!({"taskId": other}), opted_in()).await;
     assert_eq!(v["result"]["status"], "working", "{v}");
 }
+
+#[tokio::test]
+async fn a_client_at_its_stored_task_cap_is_refused_a_new_task_naming_the_setting() {
+    let s = TestServer::with(|c| {
+        c.tasks.max_running_per_client = 2;
+        c.tasks.max_stored_per_client = 2;
+    })
+    .await;
+    common::tasks::install(&s);
+    for _ in 0..2 {
+        let id = create(&s, "slow", json!({"ms": 0})).await;
+        settled(&s, &id).await;
+    }
+    let (_, refused) = rpc(&s, "tools/call", json!({"name": "slow", "arguments": {"ms": 0}}), opted_in()).await;
+    assert_eq!(refused["error"]["data"]["limit"], "stored_tasks", "{refused}");
+    assert!(refused["error"]["message"].as_str().is_some_and(|m| m.contains("tasks.max_stored_per_client")));
+}
