@@ -562,7 +562,12 @@ tasks_update_step() {
   figure "f5 tasks/update across replicas: $fig"
 }
 
-want f && tasks_check
+if want f; then
+  tasks_check
+  # f3's kill -9 left that replica marked failed in nginx (max_fails=1 fail_timeout=5s): wait it
+  # out, or check a's round robin would see two upstreams, not three.
+  sleep 6
+fi
 
 # ---- the main phase (checks a, b, d, e) ---------------------------------------------------------------
 if ! want a && ! want b && ! want d && ! want e; then
