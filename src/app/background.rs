@@ -46,6 +46,9 @@ pub(super) fn spawn_background(state: &AppState) {
         verifier.spawn_refresh(Duration::from_secs(state.settings.auth.jwks_refresh_secs.max(30)), state.shutdown.clone());
     }
     tokio::spawn(crate::transport::listen::fan_out(state.server.bus.clone(), state.sessions.clone(), state.listeners.clone()));
+    if let Some(tasks) = state.server.tasks() {
+        tokio::spawn(crate::transport::listen::task_fan_out(tasks.clone(), state.listeners.clone()));
+    }
     let sessions = state.sessions.clone();
     let stop = state.shutdown.clone();
     tokio::spawn(async move {

@@ -91,9 +91,9 @@ pub async fn follow_sessions(mut rx: tokio::sync::broadcast::Receiver<crate::clu
                     tasks.stop_local(&task);
                 }
             }
-            ClusterEvent::TaskAnswered { .. } => {
+            ClusterEvent::TaskChanged { task } => {
                 if let Some(tasks) = state.server.tasks() {
-                    tasks.wake();
+                    tasks.changed_elsewhere(&task);
                 }
             }
             ClusterEvent::ToolDefinitionsChanged | ClusterEvent::Resync => {}

@@ -46,8 +46,9 @@ pub enum ClusterEvent {
     },
     /// A task was cancelled (already stored): the replica running it stops its tool.
     TaskCancelled { task: String },
-    /// Answers for a task waiting on input were stored: the replica running it reads them.
-    TaskAnswered { task: String },
+    /// A task changed (status, pending input, answers stored): the replica running it re-reads
+    /// it, and listeners subscribed to it anywhere are told.
+    TaskChanged { task: String },
     /// Delivered locally only: the connection to the other replicas was lost and is back, so
     /// anything may have been missed.
     Resync,

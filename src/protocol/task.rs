@@ -113,6 +113,13 @@ impl Task {
     }
 }
 
+/// -32021 naming the 2026-07-28 tasks extension: a task-only tool, a task method, or task
+/// notifications asked for by a request that did not declare it.
+pub fn missing_tasks_extension() -> crate::protocol::jsonrpc::RpcError {
+    crate::protocol::jsonrpc::RpcError::new(crate::protocol::jsonrpc::code::MISSING_CLIENT_CAPABILITY, "Missing required client capability")
+        .with_data(json!({ "requiredCapabilities": { "extensions": { TASKS_EXTENSION: {} } } }))
+}
+
 /// `_meta` naming the task a message belongs to.
 pub fn related_task(id: &str) -> Value {
     json!({ RELATED_TASK: { "taskId": id } })

@@ -13,7 +13,7 @@ use super::tools_call::owner;
 use super::{McpServer, RequestCtx};
 use crate::audit::{AuditRecord, EventKind, Outcome};
 use crate::protocol::jsonrpc::{RpcError, code};
-use crate::protocol::task::{TASKS_EXTENSION, Task, TaskStatus, related_task};
+use crate::protocol::task::{TASKS_EXTENSION, Task, related_task};
 use crate::protocol::{Era, cursor};
 use crate::tasks::{TaskRow, Tasks};
 
@@ -174,31 +174,11 @@ async fn list(tasks: &Tasks, params: &Map<String, Value>, owner: &str, page: usi
 async fn modern(tasks: &Tasks, method: &str, params: &Map<String, Value>, owner: &str) -> Result<Value, RpcError> {
     let id = task_id(params)?;
     match method {
-        "tasks/get" => Ok(detailed(tasks.poll(id, owner).await?)),
+        "tasks/get" => Ok(tasks.poll(id, owner).await?.detailed()),
         // Stored before the ack; keys never requested (or answered already) are ignored.
         "tasks/update" => tasks.answer(id, owner, input_responses(params)?).await.map(|()| json!({})),
         other => Err(RpcError::method_not_found(other)),
     }
-}
-
-/// A 2026-07-28 `tasks/get` result: the task, with the result of a completed one or the
-/// error of a failed one inlined.
-fn detailed(row: TaskRow) -> Value {
-    let mut task = row.task.modern_json();
-    if let Some(Value::Object(mut outcome)) = row.outcome {
-        match row.task.status {
-            TaskStatus::Completed => task["result"] = outcome.remove("result").unwrap_or_else(|| json!({})),
-            TaskStatus::Failed => {
-                task["error"] =
-                    outcome.remove("error").unwrap_or_else(|| json!({"code": code::INTERNAL_ERROR, "message": "the task failed"}))
-            }
-            _ => {}
-        }
-    }
-    if row.task.status == TaskStatus::InputRequired {
-        task["inputRequests"] = Value::Object(row.input_requests.unwrap_or_default());
-    }
-    task
 }
 
 /// `tasks/update`'s `inputResponses`: an object of answer objects, keyed as the task asked.

@@ -4,7 +4,7 @@
 //! task never changes again. The columns are plain integers and text on both backends, so one
 //! SQL text serves SQLite and Postgres.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use sqlx::Row as _;
 
 use crate::protocol::task::{Task, TaskStatus};
@@ -75,6 +75,26 @@ macro_rules! row {
             input_responses: json_map(row.try_get("input_responses")?),
         }
     }};
+}
+
+impl TaskRow {
+    /// The 2026-07-28 `DetailedTask` (`tasks/get`, `notifications/tasks`): the task, with the
+    /// result of a completed one, the error of a failed one, or the pending requests of one
+    /// waiting for input inlined.
+    pub fn detailed(&self) -> Value {
+        let mut task = self.task.modern_json();
+        let outcome = self.outcome.as_ref().and_then(Value::as_object);
+        match self.task.status {
+            TaskStatus::Completed => task["result"] = outcome.and_then(|o| o.get("result")).cloned().unwrap_or_else(|| json!({})),
+            TaskStatus::Failed => {
+                task["error"] =
+                    outcome.and_then(|o| o.get("error")).cloned().unwrap_or_else(|| json!({"code": -32603, "message": "the task failed"}));
+            }
+            TaskStatus::InputRequired => task["inputRequests"] = Value::Object(self.input_requests.clone().unwrap_or_default()),
+            TaskStatus::Working | TaskStatus::Cancelled => {}
+        }
+        task
+    }
 }
 
 fn json_map(text: Option<String>) -> Option<Map<String, Value>> {

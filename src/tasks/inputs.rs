@@ -6,7 +6,7 @@
 //! relayed. Each answer is stored before it is acknowledged, a partial one leaves the task
 //! waiting on the rest, and a key that was never requested (or is answered already) is
 //! ignored. The running replica is woken at once (locally, or by
-//! [`ClusterEvent::TaskAnswered`]) and also re-reads the row every few hundred milliseconds,
+//! [`ClusterEvent::TaskChanged`](crate::cluster::ClusterEvent::TaskChanged)) and also re-reads the row every few hundred milliseconds,
 //! so a lost wake-up costs a delay, never the answer.
 
 use std::time::Duration;
@@ -15,7 +15,6 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{Tasks, db, now_ms, storage_error};
-use crate::cluster::ClusterEvent;
 use crate::protocol::jsonrpc::RpcError;
 use crate::protocol::task::TaskStatus;
 
@@ -43,7 +42,7 @@ impl Tasks {
             return Err(Unanswered::Ended);
         }
         crate::metrics::record::task_input_requested();
-        self.changed.notify_waiters();
+        self.announce(id);
         Ok(())
     }
 
@@ -105,19 +104,11 @@ impl Tasks {
             let stored =
                 db::store_answers(&self.store, id, &pending, &answered, row.task.updated_ms, now).await.map_err(|e| storage_error(&e))?;
             if stored {
-                self.changed.notify_waiters();
-                if row.lease_owner.as_deref().is_some_and(|r| r != self.cluster.replica()) {
-                    self.cluster.publish(ClusterEvent::TaskAnswered { task: id.to_owned() });
-                }
+                self.announce(id);
                 return Ok(());
             }
         }
         tracing::warn!(task = id, "task answers kept colliding; asking the client to retry");
         Err(RpcError::internal())
-    }
-
-    /// Wakes every waiter here to re-read its task (a change made through another replica).
-    pub fn wake(&self) {
-        self.changed.notify_waiters();
     }
 }

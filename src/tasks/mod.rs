@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
 pub use db::TaskRow;
@@ -46,6 +46,9 @@ pub struct Tasks {
     audit: Option<Arc<AuditLog>>,
     /// `tasks/get` faster than the poll interval (`None`: not limited).
     polls: Option<polls::PollLimit>,
+    /// The id of every task that changed, here or (through the cluster channel) elsewhere:
+    /// what status notifications are sent from.
+    watch: broadcast::Sender<Arc<str>>,
 }
 
 impl std::fmt::Debug for Tasks {
@@ -93,7 +96,8 @@ fn not_found(id: &str) -> RpcError {
 impl Tasks {
     pub fn new(store: Store, settings: TaskSettings, cluster: Arc<dyn Cluster>, audit: Option<Arc<AuditLog>>) -> Arc<Self> {
         let polls = polls::PollLimit::new(settings.poll_interval_ms, settings.poll_burst);
-        Arc::new(Self { store, settings, cluster, running: Mutex::new(HashMap::new()), changed: Notify::new(), audit, polls })
+        let (watch, _) = broadcast::channel(1024);
+        Arc::new(Self { store, settings, cluster, running: Mutex::new(HashMap::new()), changed: Notify::new(), audit, polls, watch })
     }
 
     /// Creates and stores a `working` task for `owner`, claimed by this replica, with the TTL
@@ -168,6 +172,30 @@ impl Tasks {
         self.get(id, owner).await
     }
 
+    /// The task `id`, whoever owns it (for a listener already checked to own it).
+    pub async fn peek(&self, id: &str) -> Result<Option<TaskRow>, RpcError> {
+        db::get(&self.store, id, now_ms()).await.map_err(|e| storage_error(&e))
+    }
+
+    /// The ids of tasks as they change, here or on another replica. A receiver that lags
+    /// misses some (clients poll as well; notifications are a courtesy).
+    pub fn subscribe_changes(&self) -> broadcast::Receiver<Arc<str>> {
+        self.watch.subscribe()
+    }
+
+    /// Task `id` changed here: waiters here re-read it, the other replicas are told.
+    fn announce(&self, id: &str) {
+        self.changed.notify_waiters();
+        let _ = self.watch.send(id.into());
+        self.cluster.publish(ClusterEvent::TaskChanged { task: id.to_owned() });
+    }
+
+    /// Task `id` changed on another replica.
+    pub fn changed_elsewhere(&self, id: &str) {
+        self.changed.notify_waiters();
+        let _ = self.watch.send(id.into());
+    }
+
     /// The task `id` if `owner` created it.
     pub async fn get(&self, id: &str, owner: &str) -> Result<TaskRow, RpcError> {
         let row = db::get(&self.store, id, now_ms()).await.map_err(|e| storage_error(&e))?;
@@ -204,8 +232,8 @@ impl Tasks {
         };
         if ended {
             crate::metrics::record::task_ended(status.as_str(), since(created_ms));
+            self.announce(id);
         }
-        self.changed.notify_waiters();
         ended
     }
 
@@ -231,7 +259,7 @@ impl Tasks {
         if !self.stop_local(id) {
             self.cluster.publish(ClusterEvent::TaskCancelled { task: id.to_owned() });
         }
-        self.changed.notify_waiters();
+        self.announce(id);
         Ok((row, true))
     }
 
@@ -305,7 +333,9 @@ impl Tasks {
                 Ok(lost) => {
                     tracing::warn!(tasks = lost.len(), "tasks failed: the replica running them stopped");
                     crate::metrics::record::tasks_lease_lost(lost.len() as u64);
-                    self.changed.notify_waiters();
+                    for (id, _) in &lost {
+                        self.announce(id);
+                    }
                     self.audit_lost(&lost).await;
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot check task leases"),

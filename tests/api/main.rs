@@ -43,6 +43,7 @@ mod otel_export;
 mod shutdown;
 mod store_connect;
 mod task_inputs;
+mod task_notifications;
 mod tasks_legacy;
 mod tasks_modern;
 mod tasks_pg;

@@ -1,7 +1,8 @@
 //! Tasks across replicas on one Postgres database, as a load balancer without affinity would
 //! spread a client's requests: a task created through one replica is polled and cancelled
 //! through another, and a task whose replica stopped without finishing turns `failed` once its
-//! lease lapses, reported by a replica that is still running.
+//! lease lapses, reported by a replica that is still running; a listener on one replica hears
+//! a task that ends on another.
 
 use crate::{audit_support, common};
 
@@ -98,4 +99,20 @@ async fn a_task_whose_replica_stopped_turns_failed_when_its_lease_lapses() {
     assert_eq!(v["result"]["status"], "failed", "{v}");
     assert!(v["result"]["statusMessage"].as_str().is_some_and(|m| m.contains("stopped")), "{v}");
     assert_eq!(v["result"]["error"]["code"], -32603);
+}
+
+#[tokio::test]
+async fn a_listener_on_one_replica_hears_a_task_that_ends_on_another() {
+    let db = PgDb::create().await;
+    let (a, b) = (replica(db.url()).await, replica(db.url()).await);
+    let created = rpc(&a, "tools/call", json!({"name": "slow", "arguments": {"ms": 1500}})).await;
+    let id = created["result"]["taskId"].as_str().expect("task id").to_owned();
+    let listen = b.modern(5, "subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), opted_in()).await;
+    let mut stream = common::SseReader::new(listen);
+    let (_, ack) = stream.next_message().await.expect("ack");
+    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]), "{ack}");
+    let (_, n) = stream.next_message_within(Duration::from_secs(10)).await.expect("a notification from the other replica");
+    assert_eq!(n["method"], "notifications/tasks");
+    assert_eq!(n["params"]["status"], "completed", "{n}");
+    assert_eq!(n["params"]["result"]["content"][0]["text"], "done after 1500 ms");
 }

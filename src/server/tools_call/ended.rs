@@ -104,8 +104,7 @@ pub(in crate::server) fn missing_capability(cap: &str) -> RpcError {
 /// -32021 naming the 2026-07-28 tasks extension: a task-only tool, or a task method, called
 /// by a request that did not declare it.
 pub(in crate::server) fn missing_tasks_extension() -> RpcError {
-    RpcError::new(code::MISSING_CLIENT_CAPABILITY, "Missing required client capability")
-        .with_data(json!({ "requiredCapabilities": { "extensions": { crate::protocol::task::TASKS_EXTENSION: {} } } }))
+    crate::protocol::task::missing_tasks_extension()
 }
 
 /// What a call stopped by shutdown answers: an `isError` result the model can act on.
