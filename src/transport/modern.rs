@@ -253,7 +253,7 @@ async fn listen(app: &McpState, req: &Request, caller: &crate::caller::Caller, t
         let e = RpcError::invalid_params("subscriptions/listen needs a \"notifications\" object naming what to listen for");
         return headers::error(StatusCode::OK, Some(&req.id), &e);
     };
-    let task_ids = match listened_tasks(app, notifications, caller, tasks_extension).await {
+    let task_ids = match super::listen::listened_tasks(app.server.tasks(), notifications, caller, tasks_extension).await {
         Ok(ids) => ids,
         Err(e) => return headers::error(status_of(e.code), Some(&req.id), &e),
     };
@@ -280,45 +280,6 @@ async fn listen(app: &McpState, req: &Request, caller: &crate::caller::Caller, t
         kind: Some(crate::metrics::SseKind::Listen),
     };
     sse::response(sse::body(rx, app.settings.keep_alive(), app.shutdown.clone(), options))
-}
-
-/// Most tasks one listen stream may follow.
-const MAX_LISTENED_TASKS: usize = 100;
-
-/// The `taskIds` a listen stream asked to follow that are the caller's (others are left out of
-/// the acknowledgement, like ids that do not exist). -32021 without the tasks extension.
-async fn listened_tasks(
-    app: &McpState,
-    notifications: &Map<String, Value>,
-    caller: &crate::caller::Caller,
-    tasks_extension: bool,
-) -> Result<std::collections::HashSet<String>, RpcError> {
-    let Some(ids) = notifications.get("taskIds") else { return Ok(Default::default()) };
-    let ids = ids
-        .as_array()
-        .filter(|a| a.iter().all(Value::is_string))
-        .ok_or_else(|| RpcError::invalid_params("notifications.taskIds must be an array of task id strings"))?;
-    if ids.is_empty() {
-        return Ok(Default::default());
-    }
-    if !tasks_extension {
-        return Err(crate::protocol::task::missing_tasks_extension());
-    }
-    if ids.len() > MAX_LISTENED_TASKS {
-        return Err(RpcError::invalid_params(format!(
-            "notifications.taskIds names {} tasks; at most {MAX_LISTENED_TASKS} per stream",
-            ids.len()
-        )));
-    }
-    let Some(tasks) = app.server.tasks() else { return Ok(Default::default()) };
-    let owner = caller.principal.as_deref().map(crate::principal::Principal::key).unwrap_or_default();
-    let mut owned = std::collections::HashSet::new();
-    for id in ids.iter().filter_map(Value::as_str) {
-        if tasks.get(id, &owner).await.is_ok() {
-            owned.insert(id.to_owned());
-        }
-    }
-    Ok(owned)
 }
 
 #[cfg(test)]

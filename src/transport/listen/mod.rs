@@ -14,10 +14,13 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc};
 
 use super::sse;
+
+mod tasks;
+
 use crate::bus::{Change, EventBus};
 use crate::protocol::jsonrpc::RequestId;
 use crate::session::SessionStore;
-use crate::tasks::Tasks;
+pub use tasks::{listened_tasks, task_fan_out};
 
 /// What one listen stream asked to hear about.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -148,58 +151,6 @@ impl Listeners {
         for key in dead {
             // Dropping the sender ends that stream; the client reconnects and re-lists.
             self.map.remove(&key);
-        }
-    }
-}
-
-impl Listeners {
-    /// Whether any stream here listens to task `id`.
-    fn wants_task(&self, id: &str) -> bool {
-        self.map.iter().any(|l| l.filter.task_ids.contains(id))
-    }
-
-    /// `notifications/tasks` with the task as `tasks/get` shows it (`detailed`), to every
-    /// stream listening to it.
-    fn deliver_task(&self, id: &str, detailed: &Value) {
-        let mut dead = Vec::new();
-        for entry in &self.map {
-            let listener = entry.value();
-            if !listener.filter.task_ids.contains(id) {
-                continue;
-            }
-            let mut params = detailed.clone();
-            params["_meta"] = json!({ "io.modelcontextprotocol/subscriptionId": listener.subscription });
-            let message = json!({ "jsonrpc": "2.0", "method": "notifications/tasks", "params": params });
-            if listener.tx.try_send(sse::message_event(None, &message.to_string())).is_err() {
-                dead.push(*entry.key());
-            }
-        }
-        for key in dead {
-            self.map.remove(&key);
-        }
-    }
-}
-
-/// Runs until the task service closes: each change of a task some stream here listens to is
-/// read once and sent to those streams. A lag skips changes (clients poll as well).
-pub async fn task_fan_out(tasks: Arc<Tasks>, listeners: Arc<Listeners>) {
-    let mut changes = tasks.subscribe_changes();
-    loop {
-        let id = match changes.recv().await {
-            Ok(id) => id,
-            Err(broadcast::error::RecvError::Lagged(n)) => {
-                tracing::warn!(missed = n, "task notifications lagged; clients will see those changes by polling");
-                continue;
-            }
-            Err(broadcast::error::RecvError::Closed) => return,
-        };
-        if !listeners.wants_task(&id) {
-            continue;
-        }
-        match tasks.peek(&id).await {
-            Ok(Some(row)) => listeners.deliver_task(&id, &row.detailed()),
-            Ok(None) => {}
-            Err(e) => tracing::warn!(task = %id, error = %e.message, "cannot read a task for its notification"),
         }
     }
 }
