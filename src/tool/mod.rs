@@ -152,6 +152,8 @@ pub(crate) struct ToolOptions {
     /// 2026-07-28: a call starts within its request (gathering input by MRTR) and becomes a
     /// task when the handler calls [`ToolContext::continue_as_task`].
     pub(crate) input_before_task: bool,
+    /// How long this tool's tasks are kept when the client names no TTL.
+    pub(crate) task_ttl: Option<Duration>,
 }
 
 /// Where a tool comes from. Each source replaces only its own tools; a name belongs to one.
@@ -291,6 +293,13 @@ impl ToolBuilder {
     pub fn task_support(mut self, support: crate::protocol::task::TaskSupport) -> Self {
         self.opts.task_support = support;
         self.descriptor.execution = serde_json::json!({ "taskSupport": support.as_str() });
+        self
+    }
+
+    /// How long this tool's tasks and their results are kept when the client names no TTL
+    /// (still at most `tasks.max_ttl_secs`); unset: `tasks.default_ttl_secs`.
+    pub fn task_ttl(mut self, ttl: Duration) -> Self {
+        self.opts.task_ttl = Some(ttl);
         self
     }
 

@@ -135,6 +135,16 @@ fn check_common(def: &ToolDef, settings: &Settings, errors: &mut Vec<FieldError>
     if def.concurrency == Some(0) {
         errors.push(FieldError::new("concurrency", "must be at least 1"));
     }
+    if let Some(secs) = def.task_ttl_secs {
+        if def.task_support == crate::protocol::task::TaskSupport::Forbidden {
+            errors.push(FieldError::new("task_ttl_secs", "applies only to tasks: set task_support = \"optional\" or \"required\" too"));
+        } else if secs == 0 || secs > settings.tasks.max_ttl_secs {
+            errors.push(FieldError::new(
+                "task_ttl_secs",
+                format!("must be between 1 and {} (tasks.max_ttl_secs)", settings.tasks.max_ttl_secs),
+            ));
+        }
+    }
     if let Some(chars) = def.char_limit
         && chars < 100
     {

@@ -254,6 +254,9 @@ fn configure(mut b: crate::tool::ToolBuilder, def: &ToolDef, raw: &Value, origin
     if def.task_support != crate::protocol::task::TaskSupport::Forbidden {
         b = b.task_support(def.task_support);
     }
+    if let Some(secs) = def.task_ttl_secs {
+        b = b.task_ttl(Duration::from_secs(secs));
+    }
     if let Some(chars) = def.char_limit {
         b = b.char_limit(chars);
     }

@@ -49,6 +49,9 @@ pub struct ToolDef {
     /// request; `forbidden` (the default) runs every call within its request.
     #[serde(default)]
     pub task_support: crate::protocol::task::TaskSupport,
+    /// How long this tool's tasks and their results are kept when the client names no TTL
+    /// (seconds; at most `tasks.max_ttl_secs`). Unset: `tasks.default_ttl_secs`.
+    pub task_ttl_secs: Option<u64>,
     /// This tool's own rate limit per client (like `[limits.tools.<name>]`, which wins).
     pub rate_limit: Option<crate::limits::ToolLimit>,
     /// Keep the call's arguments in audit records, with these fields (and the server-wide

@@ -183,3 +183,52 @@ async fn a_finished_result_survives_a_restart_on_the_same_database() {
     let r = again.call(&sid, 4, "tasks/result", json!({"taskId": id})).await;
     assert_eq!(r["result"]["content"][0]["text"], "kept", "{r}");
 }
+
+/// A declarative tool from a tools file, compiled as the server would.
+fn declared(text: &str) -> toolgate::tool::Tool {
+    let raws = toolgate::tooldef::parse_text(text, false, "tools.toml", std::path::Path::new(".")).expect("parses");
+    let compiled =
+        toolgate::tooldef::compile_all(&raws, &toolgate::config::Settings::default(), toolgate::tool::Origin::File, "tools.toml")
+            .expect("compiles");
+    compiled.into_iter().next().and_then(|c| c.tool).expect("a tool")
+}
+
+#[tokio::test]
+async fn a_declarative_command_tool_runs_as_a_task_with_its_own_ttl() {
+    let (s, sid) = server().await;
+    let tool = declared(
+        r#"
+        [[tools]]
+        name = "uname_task"
+        description = "Prints the kernel name, as a task."
+        task_support = "required"
+        task_ttl_secs = 90
+        [tools.command]
+        program = "/bin/uname"
+        args = ["-s"]
+        "#,
+    );
+    s.state().server.tools.upsert(tool).expect("valid tool");
+    let created = create(&s, &sid, "uname_task", json!({}), json!({})).await;
+    assert_eq!(created["result"]["task"]["ttl"], 90_000, "the tool's own TTL: {created}");
+    let id = created["result"]["task"]["taskId"].as_str().expect("task id");
+    let result = s.call(&sid, 3, "tasks/result", json!({"taskId": id})).await;
+    let text = result["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("Linux"), "the program's output: {result}");
+}
+
+#[test]
+fn a_task_ttl_on_a_tool_that_never_runs_as_a_task_is_refused_naming_the_field() {
+    let text = r#"
+        [[tools]]
+        name = "plain"
+        description = "Echoes."
+        task_ttl_secs = 90
+        [tools.builtin]
+        id = "echo"
+        "#;
+    let raws = toolgate::tooldef::parse_text(text, false, "tools.toml", std::path::Path::new(".")).expect("parses");
+    let err = toolgate::tooldef::compile_all(&raws, &toolgate::config::Settings::default(), toolgate::tool::Origin::File, "tools.toml")
+        .expect_err("refused");
+    assert!(format!("{err:?}").contains("task_ttl_secs"), "{err:?}");
+}

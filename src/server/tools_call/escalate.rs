@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::{McpServer, RequestCtx};
 use super::ended::{Answer, Ended};
-use super::task::{created, owner};
+use super::task::{created, owner, tool_ttl};
 use super::task_input::TaskChannel;
 use crate::protocol::jsonrpc::RpcError;
 use crate::tool::{ClientChannel, Escalation, RegisteredTool, TaskAsk, ToolContext};
@@ -102,7 +102,7 @@ impl McpServer {
     ) -> Result<(Arc<dyn ClientChannel>, String, serde_json::Value), RpcError> {
         let tasks = self.tasks().cloned().ok_or_else(RpcError::internal)?;
         let client = ctx.caller.client_key().map(|k| k.shared_id()).unwrap_or_default();
-        let (task, task_cancel) = tasks.create(&owner(ctx), &client, "modern", tool.name(), None).await?;
+        let (task, task_cancel) = tasks.create(&owner(ctx), &client, "modern", tool.name(), tool_ttl(tool)).await?;
         let stop = tool_cancel.clone();
         tokio::spawn(async move {
             tokio::select! {

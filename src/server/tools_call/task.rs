@@ -99,6 +99,7 @@ impl McpServer {
         let (Some(tasks), Some(me)) = (self.tasks().cloned(), self.me.upgrade()) else { return Err(RpcError::internal()) };
         let era = if ctx.era() == Era::Modern { "modern" } else { "legacy" };
         let client = ctx.caller.client_key().map(|k| k.shared_id()).unwrap_or_default();
+        let ttl = ttl.or_else(|| tool_ttl(&tool));
         let (task, cancel) = tasks.create(&owner(ctx), &client, era, tool.name(), ttl).await?;
         // The run's request has been answered: its questions park the task instead.
         let told = TaskChannel::new(tasks.clone(), task.id.clone(), owner(ctx), cancel.clone(), ctx.session.as_ref());
@@ -180,6 +181,11 @@ impl McpServer {
             ctx.caller.audit(audit, record.with_timing(started.elapsed(), None)).await;
         }
     }
+}
+
+/// The tool's own TTL for its tasks (milliseconds), when it declares one.
+pub(super) fn tool_ttl(tool: &RegisteredTool) -> Option<u64> {
+    tool.tool.opts.task_ttl.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// `CreateTaskResult` in the era's shape: nested under `task` (2025-11-25), or flat with
