@@ -107,10 +107,29 @@ impl HostGuard {
 
     /// `host` or `host:port`; an entry without a port allows any port.
     pub fn host_allowed(&self, host: &str) -> bool {
-        if self.any_host {
+        if self.any_host || self.plainly_allowed(host) {
             return true;
         }
         Authority::parse(host).is_some_and(|actual| self.hosts.iter().any(|allowed| allowed.admits(&actual)))
+    }
+
+    /// The common case without parsing or allocating: `name` or `name:digits`, where `name` is
+    /// an allowed entry's host (already validated) in any letter case. Anything else (IPv6
+    /// literals, odd spellings) goes through the full parse, which decides alone.
+    fn plainly_allowed(&self, text: &str) -> bool {
+        if text.starts_with('[') {
+            return false;
+        }
+        let (name, port) = match text.split_once(':') {
+            // Digits only: `u16::from_str` would also take a leading `+`.
+            Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => match port.parse::<u16>() {
+                Ok(port) => (name, Some(port)),
+                Err(_) => return false,
+            },
+            Some(_) => return false,
+            None => (text, None),
+        };
+        self.hosts.iter().any(|allowed| allowed.host.eq_ignore_ascii_case(name) && (allowed.port.is_none() || allowed.port == port))
     }
 
     /// `scheme://host[:port]`; an entry without a port allows any port.
@@ -268,6 +287,38 @@ mod tests {
         assert!(!guard().host_allowed("localhost:8o"));
         assert!(!guard().host_allowed("localhost:80:80"));
         assert!(!guard().host_allowed("localhost:"));
+    }
+
+    #[test]
+    fn the_quick_path_never_admits_what_the_full_parse_refuses() {
+        let g = guard();
+        let tricky = [
+            "localhost",
+            "LocalHost:1",
+            "localhost:+80",
+            "localhost:-1",
+            "localhost:65536",
+            "localhost:0080",
+            "localhost: 80",
+            "localhost:80:80",
+            "localhost:",
+            ":80",
+            "",
+            "localhost\t",
+            "local host",
+            "localhost%00",
+            "127.0.0.1:1",
+            "127.0.0.1.evil",
+            "mcp.example.com:443",
+            "mcp.example.com:0443",
+            "mcp.example.com",
+            "[::1]",
+            "[::1]:1",
+        ];
+        for host in tricky {
+            let full = Authority::parse(host).is_some_and(|actual| g.hosts.iter().any(|allowed| allowed.admits(&actual)));
+            assert!(!g.plainly_allowed(host) || full, "{host:?} admitted by the quick path only");
+        }
     }
 
     #[test]
