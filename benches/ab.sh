@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A/B of two toolgate builds on tools/call throughput, interleaved so the host's drift hits both
+# alike: the server pinned to SERVER_CPU [1], mcpload (../shared/bench, built by benches/run.sh
+# into $BENCH_HOME) on LOADGEN_CPU [0]. Prints each round and the per-round ratios B/A.
+#
+#   benches/ab.sh BIN_A CONFIG_A BIN_B CONFIG_B [ROUNDS]
+#
+# Each binary gets its own config (an older build refuses newer keys), e.g. the commit's own
+# benches/config/core.toml (`git show REV:benches/config/core.toml > /tmp/core-old.toml`).
+# Environment: PROTO [2025-11-25], CONNS [64], DURATION [8], WARMUP [2], TOKEN (bearer, for a
+# config with authentication), BENCH_HOME [/tmp/mcp-bench].
+set -uo pipefail
+
+[[ $# -ge 4 ]] || { sed -n '2,12s/^# \{0,1\}//p' "$0" >&2; exit 2; }
+BIN_A=$1 CFG_A=$2 BIN_B=$3 CFG_B=$4 ROUNDS=${5:-3}
+PROTO=${PROTO:-2025-11-25} CONNS=${CONNS:-64} DURATION=${DURATION:-8} WARMUP=${WARMUP:-2}
+MCPLOAD=${BENCH_HOME:-/tmp/mcp-bench}/target/release/mcpload
+[[ -x $MCPLOAD ]] || { echo "ab.sh: no mcpload at $MCPLOAD (benches/run.sh --short builds it)" >&2; exit 2; }
+PORT=18811
+pin() { if [[ $(nproc) -ge 2 ]]; then taskset -c "$1" "${@:2}"; else "${@:2}"; fi; }
+
+# one BIN CONFIG LABEL: prints the requests per second of one run
+one() {
+  local data pid rps
+  data=$(mktemp -d)
+  TOOLGATE__SERVER__BIND=127.0.0.1:$PORT TOOLGATE__AUTH__RESOURCE=http://127.0.0.1:$PORT/mcp TOOLGATE__STORAGE__DATA_DIR=$data \
+    pin "${SERVER_CPU:-1}" "$1" serve --config "$2" >"$data/server.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+  rps=$(pin "${LOADGEN_CPU:-0}" "$MCPLOAD" load --url "http://127.0.0.1:$PORT/mcp" --proto "$PROTO" --conns "$CONNS" \
+    --duration "$DURATION" --warmup "$WARMUP" --pid "$pid" --label "$3" --round 1 --out "$data/out.json" ${TOKEN:+--token "$TOKEN"} 2>&1 |
+    awk '/req\/s/ {print $3; exit}')
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$data"
+  echo "${rps:-0}"
+}
+
+ratios=()
+for r in $(seq "$ROUNDS"); do
+  # Alternate which goes first, so neither always follows the other.
+  if (( r % 2 )); then a=$(one "$BIN_A" "$CFG_A" a); b=$(one "$BIN_B" "$CFG_B" b); else b=$(one "$BIN_B" "$CFG_B" b); a=$(one "$BIN_A" "$CFG_A" a); fi
+  ratio=$(python3 -c "print(f'{$b / $a:.3f}' if $a else 'n/a')")
+  ratios+=("$ratio")
+  echo "round $r: A $a req/s, B $b req/s, B/A $ratio"
+done
+python3 -c "import statistics,sys; r=[float(x) for x in sys.argv[1:] if x!='n/a']; print(f'median B/A over {len(r)} rounds: {statistics.median(r):.3f} (range {min(r):.3f}-{max(r):.3f})')" "${ratios[@]}"
