@@ -29,11 +29,8 @@ async fn listen(s: &TestServer, task_ids: Value, caps: Value) -> reqwest::Respon
 async fn a_listener_hears_each_change_of_its_task_with_the_task_inlined() {
     let s = server().await;
     let id = create(&s, "confirm", json!({})).await;
-    let mut stream = SseReader::new(listen(&s, json!([id]), opted_in()).await);
-    let (_, ack) = stream.next_message().await.expect("ack");
-    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]), "{ack}");
-
-    // Once it waits for input, the answer resumes and ends it: each change is heard.
+    // Listen once it waits for input (listening earlier may or may not hear it park), then the
+    // answer resumes and ends it: each change after that is heard.
     for _ in 0..100 {
         let v = common::response_json(s.modern(2, "tasks/get", json!({"taskId": id}), opted_in()).await).await;
         if v["result"]["status"] == "input_required" {
@@ -41,6 +38,9 @@ async fn a_listener_hears_each_change_of_its_task_with_the_task_inlined() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let mut stream = SseReader::new(listen(&s, json!([id]), opted_in()).await);
+    let (_, ack) = stream.next_message().await.expect("ack");
+    assert_eq!(ack["params"]["notifications"]["taskIds"], json!([id]), "{ack}");
     let answer = json!({"taskId": id, "inputResponses": {"go": {"action": "accept", "content": {"ok": "y"}}}});
     common::response_json(s.modern(3, "tasks/update", answer, opted_in()).await).await;
     let mut statuses = Vec::new();
