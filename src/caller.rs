@@ -25,6 +25,12 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// Whose tasks these are: the principal's key, or "" without authentication (task ids
+    /// are unguessable then).
+    pub fn owner_key(&self) -> String {
+        self.principal.as_deref().map(crate::principal::Principal::key).unwrap_or_default()
+    }
+
     /// Whom limits and caps count against: the principal, else the address.
     pub fn client_key(&self) -> Option<ClientKey> {
         match (self.principal.as_deref(), self.ip) {

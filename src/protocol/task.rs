@@ -120,9 +120,13 @@ pub fn missing_tasks_extension() -> crate::protocol::jsonrpc::RpcError {
         .with_data(json!({ "requiredCapabilities": { "extensions": { TASKS_EXTENSION: {} } } }))
 }
 
-/// `_meta` naming the task a message belongs to.
-pub fn related_task(id: &str) -> Value {
-    json!({ RELATED_TASK: { "taskId": id } })
+/// Ties `object` (a result, or a message's params) to task `id`: its `_meta` gains the
+/// related-task entry, next to whatever it held. Not an object: left as it is.
+pub fn tag_related(object: &mut Value, id: &str) {
+    let Some(object) = object.as_object_mut() else { return };
+    if let Value::Object(meta) = object.entry("_meta").or_insert_with(|| json!({})) {
+        meta.insert(RELATED_TASK.into(), json!({ "taskId": id }));
+    }
 }
 
 /// Milliseconds since the epoch as an RFC 3339 UTC timestamp with milliseconds.

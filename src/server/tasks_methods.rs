@@ -13,7 +13,7 @@ use super::tools_call::owner;
 use super::{McpServer, RequestCtx};
 use crate::audit::{AuditRecord, EventKind, Outcome};
 use crate::protocol::jsonrpc::{RpcError, code};
-use crate::protocol::task::{TASKS_EXTENSION, Task, related_task};
+use crate::protocol::task::{TASKS_EXTENSION, Task, tag_related};
 use crate::protocol::{Era, cursor};
 use crate::tasks::{TaskRow, Tasks};
 
@@ -100,19 +100,11 @@ impl McpServer {
                     return Err(serde_json::from_value(error).unwrap_or_else(|_| RpcError::internal()));
                 }
                 let mut result = outcome.remove("result").unwrap_or_else(|| json!({}));
-                tag(&mut result, id);
+                tag_related(&mut result, id);
                 Ok(result)
             }
             _ => Err(RpcError::new(code::TRANSPORT, format!("Task {id} was {} before it finished", row.task.status.as_str()))),
         }
-    }
-}
-
-/// Adds the related-task `_meta` naming task `id` to a result or request's params.
-fn tag(object: &mut Value, id: &str) {
-    let meta = object.as_object_mut().map(|o| o.entry("_meta").or_insert_with(|| json!({})));
-    if let (Some(Value::Object(meta)), Value::Object(related)) = (meta, related_task(id)) {
-        meta.extend(related);
     }
 }
 
@@ -126,7 +118,7 @@ async fn relay(tasks: &Tasks, row: &TaskRow, owner: &str, ctx: &RequestCtx, rela
         }
         let method = request.get("method").and_then(Value::as_str).unwrap_or_default();
         let mut params = request.get("params").cloned().unwrap_or_else(|| json!({}));
-        tag(&mut params, id);
+        tag_related(&mut params, id);
         let answer = tokio::select! {
             answer = ctx.channel.request(method, params) => answer,
             () = ctx.cancel.cancelled() => return Err(RpcError::new(code::TRANSPORT, "Request cancelled")),

@@ -34,7 +34,7 @@ pub(super) enum Mode {
 /// The key a task is bound to: the principal, or "" without authentication (task ids are
 /// unguessable then, and `tasks/list` is not offered).
 pub(in crate::server) fn owner(ctx: &RequestCtx) -> String {
-    ctx.caller.principal.as_deref().map(crate::principal::Principal::key).unwrap_or_default()
+    ctx.caller.owner_key()
 }
 
 impl McpServer {

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::protocol::Era;
 use crate::protocol::jsonrpc::{RpcError, code};
-use crate::protocol::task::related_task;
+use crate::protocol::task::tag_related;
 use crate::session::Session;
 use crate::tasks::{Tasks, Unanswered};
 use crate::tool::{ClientChannel, InputRequest};
@@ -106,11 +106,8 @@ impl TaskChannel {
 
 impl ClientChannel for TaskChannel {
     fn notify(&self, mut message: Value) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
-            let meta = params.entry("_meta").or_insert_with(|| json!({}));
-            if let (Some(meta), Value::Object(related)) = (meta.as_object_mut(), related_task(&self.id)) {
-                meta.extend(related);
-            }
+        if let Some(params) = message.get_mut("params") {
+            tag_related(params, &self.id);
         }
         self.tell_session(&message);
         Box::pin(async {})

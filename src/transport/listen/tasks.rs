@@ -41,7 +41,7 @@ pub async fn listened_tasks(
         )));
     }
     let Some(tasks) = tasks else { return Ok(Default::default()) };
-    let owner = caller.principal.as_deref().map(crate::principal::Principal::key).unwrap_or_default();
+    let owner = caller.owner_key();
     let mut owned = HashSet::new();
     for id in ids.iter().filter_map(Value::as_str) {
         if tasks.get(id, &owner).await.is_ok() {
