@@ -29,3 +29,4 @@ pub mod telemetry;
 pub mod tool;
 pub mod tooldef;
 pub mod transport;
+pub mod upstream;

@@ -11,6 +11,7 @@
 //! POST   /admin/tools/{name}/enable      enabled = true    idempotent
 //! POST   /admin/tools/{name}/disable     enabled = false   idempotent
 //! GET    /admin/sources                  each source's last reload and error
+//! GET    /admin/upstreams                each upstream MCP server's state
 //! POST   /admin/reload                   reload the tools file and the database now
 //! ```
 //!
@@ -49,6 +50,7 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/tools/{name}/enable", post(tools::enable))
         .route("/admin/tools/{name}/disable", post(tools::disable))
         .route("/admin/sources", get(sources::status))
+        .route("/admin/upstreams", get(sources::upstreams))
         .route("/admin/reload", post(sources::reload))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

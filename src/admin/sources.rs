@@ -26,7 +26,14 @@ pub async fn status(State(app): State<AdminState>) -> Json<Value> {
         "file": file,
         "database": source(&defs.status(Origin::Database)),
         "code": {"tools": defs.status(Origin::Code).tools},
+        "upstreams": app.upstreams.statuses(),
     }))
+}
+
+/// `GET /admin/upstreams`: each upstream MCP server's connection, tool count, last error and
+/// last sync.
+pub async fn upstreams(State(app): State<AdminState>) -> Json<Value> {
+    Json(json!({ "upstreams": app.upstreams.statuses() }))
 }
 
 fn source(s: &SourceStatus) -> Value {

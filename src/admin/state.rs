@@ -23,6 +23,8 @@ pub struct AdminShared {
     /// For the names served by code and files besides the stored definitions.
     pub server: Arc<McpServer>,
     pub definitions: Arc<Definitions>,
+    /// The upstream MCP servers, for their status.
+    pub upstreams: Arc<crate::upstream::Upstreams>,
     pub store: Store,
     pub audit: Option<Arc<AuditLog>>,
     pub limiter: Option<Arc<dyn Limiter>>,

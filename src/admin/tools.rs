@@ -233,7 +233,8 @@ fn origin_filter(query: Option<&str>) -> Result<Option<Origin>, Problem> {
             "database" => Origin::Database,
             "file" => Origin::File,
             "code" => Origin::Code,
-            other => return Err(bad(format!("unknown origin {other:?}; one of: database, file, code"))),
+            "upstream" => Origin::Upstream,
+            other => return Err(bad(format!("unknown origin {other:?}; one of: database, file, code, upstream"))),
         });
     }
     Ok(origin)

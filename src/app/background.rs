@@ -22,6 +22,7 @@ pub(super) fn spawn_background(state: &AppState) {
         tokio::spawn(audit_registry_changes(state.server.bus.clone(), audit.clone(), state.shutdown.clone()));
     }
     state.definitions.spawn_watchers(state.shutdown.clone());
+    state.upstreams.spawn(state.shutdown.clone());
     if let Some(tasks) = state.server.tasks() {
         // Lease renewal, failing tasks whose replica stopped, deleting expired ones.
         tokio::spawn(tasks.clone().maintain(state.shutdown.clone()));

@@ -29,6 +29,7 @@ use crate::transport::bearer::BearerGate;
 use crate::transport::client_ip::TrustedProxies;
 use crate::transport::listen::Listeners;
 use crate::transport::{McpShared, McpState};
+use crate::upstream::Upstreams;
 
 /// Everything request handlers and background tasks share. One `Arc`: a clone costs one
 /// atomic increment (measured: cloning five `Arc`s and a token per request was 3% of the
@@ -58,6 +59,8 @@ pub struct Shared {
     pub store: Store,
     /// The declarative tools' sources (tools file, database).
     pub definitions: Arc<Definitions>,
+    /// The upstream MCP servers whose tools are served here.
+    pub upstreams: Arc<Upstreams>,
     /// The other replicas (Postgres LISTEN/NOTIFY), or nobody on a single node.
     pub cluster: Arc<dyn Cluster>,
     /// What `/readyz` reports.
@@ -132,6 +135,9 @@ impl AppState {
         // the previous tools instead.
         let definitions = Arc::new(Definitions::new(settings.clone(), server.clone(), Some(store.clone())));
         definitions.load_initial().await?;
+        // Checked now (a stdio program must exist and be allowed), connected in the background:
+        // readiness never waits on an upstream.
+        let upstreams = Upstreams::new(&settings, server.clone())?;
         let shutdown = CancellationToken::new();
         let cluster = crate::cluster::connect(&settings, &store, shutdown.clone()).await?;
         let sessions = Arc::new(sessions(&settings, &store, &cluster));
@@ -165,6 +171,7 @@ impl AppState {
             settings: settings.clone(),
             server: server.clone(),
             definitions: definitions.clone(),
+            upstreams: upstreams.clone(),
             store: store.clone(),
             audit: audit.clone(),
             limiter: limiter.clone(),
@@ -185,6 +192,7 @@ impl AppState {
             audit,
             store,
             definitions,
+            upstreams,
             cluster,
             health,
             metrics,

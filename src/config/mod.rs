@@ -17,6 +17,7 @@ pub mod limits;
 mod secret;
 pub mod storage;
 pub mod tasks;
+pub mod upstreams;
 
 pub use secret::Secret;
 
@@ -34,6 +35,8 @@ pub struct Settings {
     pub limits: limits::LimitSettings,
     pub admin: admin::AdminSettings,
     pub tasks: tasks::TaskSettings,
+    /// MCP servers whose tools are served here (`[upstreams.<name>]`).
+    pub upstreams: std::collections::BTreeMap<String, upstreams::UpstreamSettings>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -269,6 +272,9 @@ pub enum ConfigError {
     Load(#[from] config::ConfigError),
     #[error("invalid setting {key}: {reason}")]
     Invalid { key: &'static str, reason: String },
+    /// A setting under a key chosen by the operator (`upstreams.<name>.url`).
+    #[error("invalid setting {key}: {reason}")]
+    InvalidAt { key: String, reason: String },
 }
 
 impl Settings {
@@ -324,6 +330,9 @@ impl Settings {
         }
         if let Err((key, reason)) = self.tasks.validate() {
             return invalid(key, reason);
+        }
+        for (name, upstream) in &self.upstreams {
+            upstream.validate(name).map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
         }
         if self.sse.stream_buffer == 0 || self.sse.keep_alive_secs == 0 {
             return invalid("sse", "stream_buffer and keep_alive_secs must be at least 1");

@@ -108,6 +108,16 @@ pub const CLUSTER_CONNECTED: &str = "toolgate_cluster_connected";
 pub const CLUSTER_EVENTS_SENT: &str = "toolgate_cluster_events_sent_total";
 /// Counter, recorded by `cluster::pg`.
 pub const CLUSTER_EVENTS_RECEIVED: &str = "toolgate_cluster_events_received_total";
+/// Counter, recorded by `upstream::forward`.
+pub const UPSTREAM_CALLS: &str = "toolgate_upstream_calls_total";
+/// Histogram, recorded by `upstream::forward`.
+pub const UPSTREAM_CALL_DURATION: &str = "toolgate_upstream_call_duration_seconds";
+/// Counter, recorded by `upstream::supervise`.
+pub const UPSTREAM_CONNECTS: &str = "toolgate_upstream_connects_total";
+/// Gauge, recorded by `upstream::supervise`.
+pub const UPSTREAM_UP: &str = "toolgate_upstream_up";
+/// Gauge, recorded by `upstream::supervise`.
+pub const UPSTREAM_TOOLS: &str = "toolgate_upstream_tools";
 
 /// Request-path latencies: 100 µs to 10 s.
 const LATENCY_BUCKETS: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
@@ -249,4 +259,12 @@ pub fn describe() {
     describe_gauge!(CLUSTER_CONNECTED, "1 while this replica listens for events from the others (Postgres LISTEN), 0 while reconnecting.");
     describe_counter!(CLUSTER_EVENTS_SENT, "Events sent to the other replicas (Postgres NOTIFY).");
     describe_counter!(CLUSTER_EVENTS_RECEIVED, "Events received from the other replicas.");
+    describe_counter!(
+        UPSTREAM_CALLS,
+        "Tool calls forwarded to upstream MCP servers, by upstream and outcome (ok, tool_error, rpc_error, timeout, failed, cancelled)."
+    );
+    describe_histogram!(UPSTREAM_CALL_DURATION, Unit::Seconds, "Time an upstream MCP server took to answer a forwarded call, by upstream.");
+    describe_counter!(UPSTREAM_CONNECTS, "Connection attempts to upstream MCP servers, by upstream and result (ok, failed).");
+    describe_gauge!(UPSTREAM_UP, "1 while the upstream MCP server is connected, 0 otherwise.");
+    describe_gauge!(UPSTREAM_TOOLS, "Tools served from the upstream MCP server now.");
 }

@@ -12,7 +12,8 @@ use super::{
     ACCEPT_ERRORS, AUDIT_BATCH_DURATION, AUDIT_RECORDS_WRITTEN, AUDIT_REPLAYED_RECORDS, AUTH_VALIDATIONS, CONNECTIONS_EVICTED,
     CONNECTIONS_OPEN, INTROSPECTION_CACHE, INTROSPECTION_REQUESTS, JSONRPC_ERRORS, JWKS_REFRESHES, LIST_CHANGED_FANOUT, LIST_CHANGED_SENT,
     MCP_REQUESTS, RATE_LIMIT_REJECTIONS, SSE_STREAMS_OPEN, TASK_DURATION, TASK_INPUT_REQUESTS, TASK_LEASES_LOST, TASKS_CREATED,
-    TASKS_ENDED, TASKS_RUNNING, TOOL_CALL_DURATION, TOOL_CALLS,
+    TASKS_ENDED, TASKS_RUNNING, TOOL_CALL_DURATION, TOOL_CALLS, UPSTREAM_CALL_DURATION, UPSTREAM_CALLS, UPSTREAM_CONNECTS, UPSTREAM_TOOLS,
+    UPSTREAM_UP,
 };
 use crate::protocol::jsonrpc::code;
 
@@ -323,6 +324,26 @@ pub fn connection_evicted() {
 /// A failed accept on the public listener.
 pub fn accept_error() {
     once!(counter!(ACCEPT_ERRORS)).increment(1);
+}
+
+// ===== upstream MCP servers =====
+// Labelled by upstream name: a fixed set, from the operator's settings.
+
+/// A call forwarded to `upstream` ended with `outcome` after `elapsed`.
+pub fn record_upstream_call(upstream: &str, outcome: &'static str, elapsed: Duration) {
+    metrics::counter!(UPSTREAM_CALLS, "upstream" => upstream.to_owned(), "outcome" => outcome).increment(1);
+    metrics::histogram!(UPSTREAM_CALL_DURATION, "upstream" => upstream.to_owned()).record(elapsed.as_secs_f64());
+}
+
+/// A connection attempt to `upstream`; its state and tool count after it.
+pub fn upstream_connect(upstream: &str, ok: bool) {
+    metrics::counter!(UPSTREAM_CONNECTS, "upstream" => upstream.to_owned(), "result" => if ok { "ok" } else { "failed" }).increment(1);
+}
+
+/// Whether `upstream` is connected, and how many of its tools are served.
+pub fn upstream_state(upstream: &str, up: bool, tools: usize) {
+    metrics::gauge!(UPSTREAM_UP, "upstream" => upstream.to_owned()).set(if up { 1.0 } else { 0.0 });
+    metrics::gauge!(UPSTREAM_TOOLS, "upstream" => upstream.to_owned()).set(tools as f64);
 }
 
 // ===== audit =====

@@ -90,6 +90,10 @@ pub enum Content {
         #[serde(skip_serializing_if = "Option::is_none")]
         annotations: Option<Annotations>,
     },
+    /// A block relayed from an upstream MCP server exactly as it sent it (its own `type`, any
+    /// fields this server does not model, `_meta` included): forwarding never loses a field.
+    #[serde(untagged)]
+    Relayed(Map<String, Value>),
 }
 
 impl Content {
@@ -121,8 +125,26 @@ impl Content {
             | Self::Audio { annotations, .. }
             | Self::ResourceLink { annotations, .. }
             | Self::Resource { annotations, .. } => *annotations = Some(value),
+            Self::Relayed(block) => {
+                if let Ok(value) = serde_json::to_value(value) {
+                    block.insert("annotations".into(), value);
+                }
+            }
         }
         self
+    }
+
+    /// A relayed block, degraded as its modelled twin would be for `version`.
+    fn relayed_for(block: Map<String, Value>, version: ProtocolVersion) -> Self {
+        let kind = block.get("type").and_then(Value::as_str).unwrap_or_default();
+        let field = |name: &str| block.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
+        match kind {
+            "audio" if !version.supports_audio() => {
+                Self::Audio { data: String::new(), mime_type: field("mimeType"), annotations: None }.degrade_for(version)
+            }
+            "resource_link" if !version.supports_resource_links() => Self::text(format!("Resource: {} <{}>", field("name"), field("uri"))),
+            _ => Self::Relayed(block),
+        }
     }
 
     /// Rewrites a block the negotiated version cannot represent into a text block that says
@@ -133,6 +155,7 @@ impl Content {
                 Self::text(format!("[audio content ({mime_type}) omitted: not supported by protocol {version}]"))
             }
             Self::ResourceLink { uri, name, .. } if !version.supports_resource_links() => Self::text(format!("Resource: {name} <{uri}>")),
+            Self::Relayed(block) => Self::relayed_for(block, version),
             other => other,
         }
     }

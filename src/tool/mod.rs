@@ -167,6 +167,8 @@ pub enum Origin {
     File,
     /// The database, through the admin API.
     Database,
+    /// An upstream MCP server (`[upstreams.<name>]`).
+    Upstream,
 }
 
 impl Origin {
@@ -175,6 +177,7 @@ impl Origin {
             Self::Code => "code",
             Self::File => "file",
             Self::Database => "database",
+            Self::Upstream => "upstream",
         }
     }
 }

@@ -169,12 +169,18 @@ impl std::fmt::Display for SyncReport {
     }
 }
 
+/// Tools one source withdrew, and why.
+type Withdrawn = (Vec<Arc<RegisteredTool>>, String);
+
 /// The live registry.
 pub struct ToolRegistry {
     current: ArcSwap<ToolSet>,
     /// Serializes writers so two concurrent changes cannot lose one another.
     write: Mutex<()>,
     bus: Arc<dyn EventBus>,
+    /// Tools a source withdrew for now (an upstream server that lost its connection), by
+    /// source, with why: a call gets a clear error instead of "Unknown tool".
+    withdrawn: Mutex<HashMap<String, Withdrawn>>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -185,7 +191,7 @@ impl std::fmt::Debug for ToolRegistry {
 
 impl ToolRegistry {
     pub fn new(bus: Arc<dyn EventBus>) -> Self {
-        Self { current: ArcSwap::from_pointee(ToolSet::default()), write: Mutex::new(()), bus }
+        Self { current: ArcSwap::from_pointee(ToolSet::default()), write: Mutex::new(()), bus, withdrawn: Mutex::default() }
     }
 
     /// The current snapshot; cheap, lock-free.
@@ -263,6 +269,23 @@ impl ToolRegistry {
             Some(reason) => Err(reason),
             None => Ok(report),
         }
+    }
+
+    /// Records `tools` as withdrawn for now by `source`, for `reason` (replacing what that
+    /// source withdrew before; an empty list clears it).
+    pub fn set_withdrawn(&self, source: &str, tools: Vec<Arc<RegisteredTool>>, reason: String) {
+        let mut withdrawn = self.withdrawn.lock();
+        if tools.is_empty() {
+            withdrawn.remove(source);
+        } else {
+            withdrawn.insert(source.to_owned(), (tools, reason));
+        }
+    }
+
+    /// A tool not served now because its source withdrew it, and why.
+    pub fn withdrawn(&self, name: &str) -> Option<(Arc<RegisteredTool>, String)> {
+        let withdrawn = self.withdrawn.lock();
+        withdrawn.values().find_map(|(tools, reason)| tools.iter().find(|t| t.name() == name).map(|t| (t.clone(), reason.clone())))
     }
 
     /// The origin of the tool called `name`, if there is one.

@@ -158,7 +158,7 @@ impl Definitions {
         match origin {
             Origin::File => self.file.lock().clone(),
             Origin::Database => self.database.lock().clone(),
-            Origin::Code => SourceStatus { tools: self.count(Origin::Code), ..Default::default() },
+            Origin::Code | Origin::Upstream => SourceStatus { tools: self.count(origin), ..Default::default() },
         }
     }
 

@@ -29,6 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "tooldef",
             "packs",
             "admission",
+            "upstream",
         ],
     ),
     ("HTTP adapters", &["transport", "admin", "health"]),

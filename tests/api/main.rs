@@ -53,3 +53,5 @@ mod tooldef_compile;
 mod tooldef_http;
 mod tooldef_policies;
 mod tooldef_reload;
+mod upstreams;
+mod upstreams_http;

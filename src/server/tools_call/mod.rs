@@ -186,6 +186,10 @@ impl McpServer {
         let Some(tool) = tool.filter(|t| self.may_use(t, ctx)) else {
             if report.tool.is_some() {
                 report.outcome = Outcome::Denied;
+            } else if let Some((tool, reason)) = self.tools.withdrawn(name).filter(|(t, _)| self.may_use(t, ctx)) {
+                report.tool = Some(tool);
+                let message = format!("The tool {name} is unavailable for now: {reason}. Try again shortly.");
+                return Err(result::to_value(CallToolResult::error(message)));
             }
             return Err(Err(RpcError::invalid_params(format!("Unknown tool: {name}")).with_data(json!({ "name": name }))));
         };

@@ -32,6 +32,10 @@
 
 mod process;
 mod program;
+
+// The same process rules for upstream MCP servers over stdio (`src/upstream/stdio.rs`).
+pub(crate) use process::ProcessGroup;
+pub(crate) use program::resolve as resolve_program;
 mod render;
 // Public only so `fuzz/` can drive the argv templates directly.
 pub mod template;

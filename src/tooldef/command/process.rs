@@ -46,7 +46,7 @@ pub(super) struct Finished {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub(super) enum RunError {
+pub(crate) enum RunError {
     #[error("could not start the program: {0}")]
     Spawn(#[source] io::Error),
     #[error("could not wait for the program: {0}")]
@@ -212,14 +212,14 @@ fn complete_prefix(bytes: &[u8]) -> usize {
 
 /// The child leads its own process group; until the leader is reaped, dropping this stops the
 /// whole group (SIGTERM, SIGKILL after `grace`) and reaps the leader.
-struct ProcessGroup {
+pub(crate) struct ProcessGroup {
     child: Option<Child>,
     pgid: Pid,
     grace: Duration,
 }
 
 impl ProcessGroup {
-    fn new(mut child: Child, grace: Duration) -> Result<Self, RunError> {
+    pub(crate) fn new(mut child: Child, grace: Duration) -> Result<Self, RunError> {
         let pgid = child.id().and_then(|id| i32::try_from(id).ok()).and_then(Pid::from_raw);
         match pgid {
             Some(pgid) => Ok(Self { child: Some(child), pgid, grace }),
@@ -238,7 +238,7 @@ impl ProcessGroup {
 
     /// Waits for the leader, then kills what it left behind in its group, so no stray process
     /// outlives the call or keeps the output pipes open. Cancel-safe.
-    async fn wait(&mut self) -> io::Result<ExitStatus> {
+    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
         let Some(child) = self.child.as_mut() else { return Err(io::Error::other("the command was already reaped")) };
         let status = child.wait().await;
         // The leader's pid is free for reuse once reaped; signal its group in the same poll,
@@ -249,7 +249,7 @@ impl ProcessGroup {
     }
 
     /// Stops the group now (the call was cancelled) and reaps the leader.
-    async fn terminate(mut self) {
+    pub(crate) async fn terminate(mut self) {
         let grace = std::mem::replace(&mut self.grace, Duration::ZERO);
         self.stop(grace).await;
     }

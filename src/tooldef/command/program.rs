@@ -9,7 +9,7 @@ use super::super::BuildCtx;
 
 /// `program` as an absolute path: a bare name is looked up on the server's `PATH`, any other
 /// relative path is resolved against the definition's base directory.
-pub(super) fn resolve(program: &str, cx: &BuildCtx<'_>) -> Result<PathBuf, String> {
+pub(crate) fn resolve(program: &str, cx: &BuildCtx<'_>) -> Result<PathBuf, String> {
     if program.is_empty() {
         return Err("give the program to run: an absolute path, or a name found on the server's PATH".into());
     }

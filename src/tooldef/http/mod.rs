@@ -21,6 +21,9 @@ mod retry;
 mod secret;
 mod spec;
 mod ssrf;
+
+// The same address policy guards upstream MCP servers (`src/upstream/http.rs`).
+pub(crate) use ssrf::{AddressPolicy, GuardedResolver, Refusal, find_cause, redirect_policy};
 // Public only so `fuzz/` can drive the URL template directly.
 pub mod template;
 

@@ -1,0 +1,175 @@
+//! `[upstreams.<name>]`: MCP servers whose tools toolgate serves as its own (`src/upstream`).
+//!
+//! ```toml
+//! [upstreams.everything]
+//! stdio = { program = "npx", args = ["-y", "@modelcontextprotocol/server-everything"], env_passthrough = ["PATH", "HOME"] }
+//! prefix = "everything_"      # default: "<name>_"
+//! deny_tools = ["zip"]
+//!
+//! [upstreams.search]
+//! url = "http://10.0.4.7:8000/mcp"
+//! allow_private = true        # an internal server: exempts exactly 10.0.4.7:8000 from the SSRF policy
+//! headers = { "X-Api-Key" = { env = "SEARCH_API_KEY" } }
+//! tools.query = { title = "Search the wiki", scopes = ["wiki:read"] }
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// One upstream MCP server.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamSettings {
+    /// A server started as a child process, speaking MCP over its stdin and stdout.
+    pub stdio: Option<StdioSettings>,
+    /// A remote server's Streamable HTTP endpoint (`http://` or `https://`).
+    pub url: Option<String>,
+    /// Lets `url` be a loopback, private or link-local address: exactly its host and port are
+    /// exempt from the SSRF policy (redirects elsewhere are still checked). Internal MCP
+    /// servers usually need it; off by default.
+    #[serde(default)]
+    pub allow_private: bool,
+    /// Put before every tool name of this upstream. Unset: the upstream's name and `_`.
+    pub prefix: Option<String>,
+    /// Upstream tool names to serve; empty serves all (but `deny_tools`).
+    #[serde(default)]
+    pub allow_tools: Vec<String>,
+    /// Upstream tool names never served.
+    #[serde(default)]
+    pub deny_tools: Vec<String>,
+    /// Scopes a caller must hold for every tool of this upstream.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Longest a call may take, in milliseconds; then it is cancelled upstream too. Unset: the
+    /// server-wide `tools.default_timeout_secs`.
+    pub timeout_ms: Option<u64>,
+    /// Most calls to this upstream at once (others wait in a short queue). 32.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// Largest message accepted from the upstream, in bytes: a bigger result is refused with a
+    /// clear error instead of being buffered. 4 MiB.
+    #[serde(default = "default_max_message_bytes")]
+    pub max_message_bytes: usize,
+    /// Milliseconds to connect and complete the MCP handshake. 10,000.
+    #[serde(default = "default_connect_timeout_ms")]
+    pub connect_timeout_ms: u64,
+    /// Headers sent with every request to a `url` upstream: the upstream's own credential,
+    /// read from the server's environment or a file, never from the caller.
+    #[serde(default)]
+    pub headers: BTreeMap<String, HeaderSource>,
+    /// Per-tool changes, by the upstream's tool name.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolOverride>,
+}
+
+fn default_concurrency() -> usize {
+    32
+}
+
+fn default_max_message_bytes() -> usize {
+    4 * 1024 * 1024
+}
+
+fn default_connect_timeout_ms() -> u64 {
+    10_000
+}
+
+/// `stdio = { … }`: the same rules as a `command` tool's program (no shell, an empty
+/// environment but for the allow-list, its own process group).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StdioSettings {
+    /// An absolute path, or a bare name looked up on the server's `PATH`; checked against
+    /// `tools.command.allowed_programs`.
+    pub program: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    pub working_dir: Option<PathBuf>,
+    /// Server environment variables the child sees (`["PATH", "HOME"]`).
+    #[serde(default)]
+    pub env_passthrough: Vec<String>,
+    /// Fixed environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// Where a header's value comes from.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderSource {
+    /// An environment variable of the server holding the whole value.
+    pub env: Option<String>,
+    /// A file holding the whole value (trailing newline removed).
+    pub file: Option<PathBuf>,
+    /// Put before the value (`"Bearer "`).
+    #[serde(default)]
+    pub prefix: String,
+}
+
+/// Changes to one upstream tool as served here.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOverride {
+    /// The whole name served (no prefix is added).
+    pub name: Option<String>,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub read_only_hint: Option<bool>,
+    pub destructive_hint: Option<bool>,
+    pub idempotent_hint: Option<bool>,
+    pub open_world_hint: Option<bool>,
+    /// Scopes besides the upstream's own `scopes`.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    pub timeout_ms: Option<u64>,
+    /// Most calls of this tool at once.
+    pub concurrency: Option<usize>,
+}
+
+impl UpstreamSettings {
+    /// The name prefix of this upstream's tools.
+    pub fn prefix_for(&self, name: &str) -> String {
+        self.prefix.clone().unwrap_or_else(|| format!("{name}_"))
+    }
+
+    /// Checks one upstream's settings; `Err((key, reason))` names what to change.
+    pub fn validate(&self, name: &str) -> Result<(), (String, String)> {
+        let key = |field: &str| format!("upstreams.{name}.{field}");
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-')) {
+            return Err((format!("upstreams.{name}"), "an upstream's name uses only A-Z, a-z, 0-9, '_' and '-'".into()));
+        }
+        match (&self.stdio, &self.url) {
+            (Some(_), Some(_)) => return Err((key("url"), "give either `stdio` or `url`, not both".into())),
+            (None, None) => return Err((key("url"), "give `url` (a Streamable HTTP endpoint) or `stdio` (a program to run)".into())),
+            (None, Some(url)) => match url::Url::parse(url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                _ => return Err((key("url"), format!("{url:?} is not an http:// or https:// URL"))),
+            },
+            (Some(stdio), None) if !self.headers.is_empty() => {
+                let _ = stdio;
+                return Err((key("headers"), "headers apply to `url` upstreams only".into()));
+            }
+            (Some(_), None) => {}
+        }
+        if self.concurrency == 0 {
+            return Err((key("concurrency"), "must be at least 1".into()));
+        }
+        if self.max_message_bytes < 1024 {
+            return Err((key("max_message_bytes"), "must be at least 1024".into()));
+        }
+        if self.timeout_ms == Some(0) || self.connect_timeout_ms == 0 {
+            return Err((key("timeout_ms"), "timeout_ms and connect_timeout_ms must be at least 1".into()));
+        }
+        for (header, source) in &self.headers {
+            if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                return Err((key("headers"), format!("{header:?} is not a valid header name")));
+            }
+            if source.env.is_some() == source.file.is_some() {
+                return Err((key(&format!("headers.{header}")), "give exactly one of `env` or `file`".into()));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,125 @@
+//! An upstream's tools as served here: its `tools/list` (every page), filtered by the allow
+//! and deny lists, renamed with the prefix or an override, with the operator's title,
+//! description, annotations, scopes, timeout and concurrency applied. Each tool is checked
+//! alone, so one bad tool upstream (a name or schema toolgate cannot serve) is skipped and
+//! reported, never the whole upstream.
+
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::Link;
+use super::error::UpstreamError;
+use super::peer::Peer;
+use crate::tool::{Origin, Tool, ToolAnnotations, schema, validate_name};
+
+/// Pages of `tools/list` followed at most (a cursor loop ends here).
+const MAX_PAGES: usize = 100;
+/// Tools taken from one upstream at most.
+const MAX_TOOLS: usize = 2000;
+
+/// Every tool the upstream lists, following `nextCursor`.
+pub async fn list_tools(peer: &Peer, timeout: Duration) -> Result<Vec<Value>, UpstreamError> {
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = match &cursor {
+            Some(c) => serde_json::json!({ "cursor": c }),
+            None => serde_json::json!({}),
+        };
+        let page = peer.request("tools/list", params, timeout).await?;
+        let Some(listed) = page.get("tools").and_then(Value::as_array) else {
+            return Err(UpstreamError::Protocol("tools/list answered without a `tools` array".into()));
+        };
+        tools.extend(listed.iter().cloned());
+        if tools.len() > MAX_TOOLS {
+            return Err(UpstreamError::Protocol(format!("the upstream lists more than {MAX_TOOLS} tools")));
+        }
+        match page.get("nextCursor").and_then(Value::as_str) {
+            Some(next) if cursor.as_deref() != Some(next) => cursor = Some(next.to_owned()),
+            Some(_) => return Err(UpstreamError::Protocol("tools/list returned the same cursor twice".into())),
+            None => return Ok(tools),
+        }
+    }
+    Err(UpstreamError::Protocol(format!("tools/list has more than {MAX_PAGES} pages")))
+}
+
+/// The listed tools as toolgate tools, and the ones skipped with why.
+pub fn build(link: &Arc<Link>, listed: &[Value]) -> (Vec<Tool>, Vec<String>) {
+    let (mut tools, mut skipped) = (Vec::new(), Vec::new());
+    for entry in listed {
+        let Some(upstream_name) = entry.get("name").and_then(Value::as_str) else {
+            skipped.push("a tool without a name".to_owned());
+            continue;
+        };
+        if !is_offered(link, upstream_name) {
+            continue;
+        }
+        match build_one(link, upstream_name, entry) {
+            Ok(tool) => tools.push(tool),
+            Err(why) => skipped.push(format!("{upstream_name}: {why}")),
+        }
+    }
+    (tools, skipped)
+}
+
+fn is_offered(link: &Link, name: &str) -> bool {
+    let s = &link.settings;
+    (s.allow_tools.is_empty() || s.allow_tools.iter().any(|a| a == name)) && !s.deny_tools.iter().any(|d| d == name)
+}
+
+fn build_one(link: &Arc<Link>, upstream_name: &str, entry: &Value) -> Result<Tool, String> {
+    let s = &link.settings;
+    let over = s.tools.get(upstream_name).cloned().unwrap_or_default();
+    let name = over.name.clone().unwrap_or_else(|| format!("{}{upstream_name}", s.prefix_for(&link.name)));
+    validate_name(&name)?;
+    let input_schema = entry.get("inputSchema").cloned().unwrap_or_else(|| serde_json::json!({"type": "object"}));
+    schema::compile(&input_schema).map_err(|e| format!("inputSchema: {e}"))?;
+    let description = over
+        .description
+        .clone()
+        .or_else(|| entry.get("description").and_then(Value::as_str).filter(|d| !d.trim().is_empty()).map(str::to_owned))
+        .unwrap_or_else(|| format!("{upstream_name} (from the upstream MCP server {})", link.name));
+    let mut builder = Tool::builder(name, description).input_schema(input_schema);
+    if let Some(output) = entry.get("outputSchema").filter(|o| o.is_object()) {
+        schema::compile(output).map_err(|e| format!("outputSchema: {e}"))?;
+        builder = builder.output_schema(output.clone());
+    }
+    let title = over.title.clone().or_else(|| entry.get("title").and_then(Value::as_str).map(str::to_owned));
+    if let Some(title) = title {
+        builder = builder.title(title);
+    }
+    builder = builder.annotations(annotations(entry.get("annotations"), &over));
+    let timeout = over.timeout_ms.or(s.timeout_ms).map(Duration::from_millis).unwrap_or(link.default_timeout);
+    builder = builder.timeout(timeout).scopes(s.scopes.iter().chain(&over.scopes).cloned());
+    if let Some(n) = over.concurrency {
+        builder = builder.concurrency(n);
+    }
+    let fingerprint = fingerprint(&link.name, entry, &format!("{over:?}{s:?}"));
+    let link = link.clone();
+    let target: Arc<str> = upstream_name.into();
+    Ok(builder.origin(Origin::Upstream, fingerprint).handler(move |ctx| super::forward::call(link.clone(), target.clone(), ctx)))
+}
+
+/// The upstream's hints, with the operator's overrides on top. Hints are advisory to clients
+/// either way (TL-09); the operator's word is the one shown.
+fn annotations(upstream: Option<&Value>, over: &crate::config::upstreams::ToolOverride) -> ToolAnnotations {
+    let mut a: ToolAnnotations = upstream.and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or_default();
+    a.read_only_hint = over.read_only_hint.or(a.read_only_hint);
+    a.destructive_hint = over.destructive_hint.or(a.destructive_hint);
+    a.idempotent_hint = over.idempotent_hint.or(a.idempotent_hint);
+    a.open_world_hint = over.open_world_hint.or(a.open_world_hint);
+    a
+}
+
+/// Changes when the upstream's listing or this upstream's settings do; never 0 (0 means
+/// "always replace" to the registry).
+fn fingerprint(upstream: &str, entry: &Value, settings: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    upstream.hash(&mut h);
+    entry.to_string().hash(&mut h);
+    settings.hash(&mut h);
+    h.finish().max(1)
+}

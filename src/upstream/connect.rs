@@ -1,0 +1,92 @@
+//! Opening a connection: start the child or build the HTTP client with the upstream's own
+//! credentials, then the MCP handshake (`initialize`, `notifications/initialized`).
+
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+
+use super::error::UpstreamError;
+use super::http::HttpWire;
+use super::peer::Peer;
+use super::wire::Wire;
+use crate::config::ToolSettings;
+use crate::config::upstreams::{HeaderSource, UpstreamSettings};
+use crate::protocol::ProtocolVersion;
+
+/// What the upstream said about itself.
+#[derive(Debug)]
+pub struct Handshake {
+    pub version: String,
+    pub server_info: Option<Value>,
+}
+
+/// Connects and completes the handshake within `connect_timeout_ms`.
+pub async fn connect(name: &str, settings: &UpstreamSettings, tools: &ToolSettings) -> Result<(Peer, Handshake), UpstreamError> {
+    let (peer, http) = match &settings.stdio {
+        Some(stdio) => (super::stdio::spawn(name, stdio, tools, settings.max_message_bytes)?, None),
+        None => {
+            let wire = HttpWire::new(settings, credentials(settings)?)?;
+            (Peer::new(name, Wire::Http(wire.clone())), Some(wire))
+        }
+    };
+    let timeout = Duration::from_millis(settings.connect_timeout_ms);
+    match handshake(&peer, timeout).await {
+        Ok(handshake) => {
+            if let Some(wire) = http {
+                wire.set_version(&handshake.version);
+                tokio::spawn(wire.listen(peer.clone()));
+            }
+            Ok((peer, handshake))
+        }
+        Err(e) => {
+            peer.close(e.to_string());
+            Err(e)
+        }
+    }
+}
+
+async fn handshake(peer: &Peer, timeout: Duration) -> Result<Handshake, UpstreamError> {
+    let params = json!({
+        "protocolVersion": ProtocolVersion::LATEST_LEGACY.as_str(),
+        // What toolgate can relay to its own clients; a request a client cannot answer gets a
+        // clear error back upstream.
+        "capabilities": {"elicitation": {}, "sampling": {}, "roots": {}},
+        "clientInfo": {"name": "toolgate", "version": env!("CARGO_PKG_VERSION")},
+    });
+    let result = peer.request("initialize", params, timeout).await?;
+    let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let known = ProtocolVersion::ALL.iter().any(|v| v.as_str() == version && v.era() == crate::protocol::Era::Legacy);
+    if !known {
+        return Err(UpstreamError::Protocol(format!("the upstream offered protocol version {version:?}, which toolgate does not speak")));
+    }
+    if result.pointer("/capabilities/tools").is_none() {
+        tracing::info!(upstream = ?peer, "the upstream declares no tools capability; listing anyway");
+    }
+    peer.notify("notifications/initialized", json!({})).await?;
+    Ok(Handshake { version, server_info: result.get("serverInfo").cloned() })
+}
+
+/// `upstreams.<name>.headers`, read now (a rotated file is picked up on reconnect).
+fn credentials(settings: &UpstreamSettings) -> Result<HeaderMap, UpstreamError> {
+    let mut headers = HeaderMap::new();
+    for (name, source) in &settings.headers {
+        let value = read_source(source).map_err(|e| UpstreamError::Transport(format!("header {name}: {e}")))?;
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| UpstreamError::Transport(format!("header {name}: {e}")))?;
+        let mut value = HeaderValue::from_str(&format!("{}{value}", source.prefix))
+            .map_err(|_| UpstreamError::Transport(format!("header {name}: the value has characters a header cannot carry")))?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    Ok(headers)
+}
+
+fn read_source(source: &HeaderSource) -> Result<String, String> {
+    match (&source.env, &source.file) {
+        (Some(var), _) => std::env::var(var).map_err(|_| format!("the environment variable {var} is not set")),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map(|s| s.trim_end_matches(['\r', '\n']).to_owned())
+            .map_err(|e| format!("cannot read {}: {e}", path.display())),
+        (None, None) => Err("give `env` or `file`".into()),
+    }
+}

@@ -1,0 +1,149 @@
+//! One `tools/call` forwarded to its upstream: the arguments (already checked against the
+//! upstream's input schema by the execution layer) go as they are; the answer comes back
+//! block for block. While it runs, the upstream's progress reaches the client, and its
+//! requests for input (elicitation, sampling, roots) are asked of the client where the
+//! client's protocol allows. A cancelled or timed-out call is cancelled upstream too (dropping
+//! the [`PendingCall`](super::peer::PendingCall) does it).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use super::Link;
+use super::error::UpstreamError;
+use super::peer::{CallEvent, Peer};
+use crate::protocol::{CallToolResult, Content, Era};
+use crate::tool::{ToolContext, ToolError, ToolOutcome};
+
+pub(super) async fn call(link: Arc<Link>, tool: Arc<str>, ctx: ToolContext) -> ToolOutcome {
+    let Some(peer) = link.peer() else {
+        let why = link.status().last_error.unwrap_or_else(|| "it is connecting".into());
+        return Ok(CallToolResult::error(format!("The upstream MCP server {} is not connected ({why}); try again shortly.", link.name)));
+    };
+    let Ok(_permit) = link.bulkhead.acquire().await else {
+        return Ok(CallToolResult::error(format!(
+            "The upstream MCP server {} is busy (too many calls waiting); try again shortly.",
+            link.name
+        )));
+    };
+    let started = Instant::now();
+    let outcome = run(&peer, &tool, &ctx).await;
+    crate::metrics::record::record_upstream_call(&link.name, outcome_label(&outcome), started.elapsed());
+    match outcome {
+        Ok(Ok(result)) => relay(result),
+        Ok(Err(UpstreamError::Rpc { code: -32602, message })) => Err(ToolError::InvalidArguments(message)),
+        Ok(Err(e)) => Ok(CallToolResult::error(format!("The upstream MCP server {} could not run {tool}: {e}", link.name))),
+        Err(stopped) => stopped,
+    }
+}
+
+/// The upstream's answer, or `Err` when the call ended here first (cancelled, or a question
+/// the client cannot be asked).
+async fn run(peer: &Peer, tool: &str, ctx: &ToolContext) -> Result<Result<Value, UpstreamError>, ToolOutcome> {
+    let (events, mut incoming) = mpsc::channel(super::peer::CALL_EVENTS);
+    let params = serde_json::json!({ "name": tool, "arguments": ctx.arguments() });
+    let mut call = peer.start("tools/call", params, Some(events), ctx.wants_progress());
+    loop {
+        tokio::select! {
+            reply = call.reply() => {
+                // Progress sent just before the answer is still relayed, in order.
+                while let Ok(event) = incoming.try_recv() {
+                    if let CallEvent::Progress { .. } = event {
+                        on_event(peer, ctx, event).await;
+                    }
+                }
+                return Ok(reply);
+            }
+            Some(event) = incoming.recv() => {
+                if let Some(stop) = on_event(peer, ctx, event).await {
+                    return Err(stop);
+                }
+            }
+            () = ctx.cancellation().cancelled() => return Err(Err(ToolError::Cancelled)),
+        }
+    }
+}
+
+/// Relays one event; `Some` ends the call here.
+async fn on_event(peer: &Peer, ctx: &ToolContext, event: CallEvent) -> Option<ToolOutcome> {
+    let (id, method, params) = match event {
+        CallEvent::Progress { progress, total, message } => {
+            ctx.progress(progress, total, message.as_deref()).await;
+            return None;
+        }
+        CallEvent::Request { id, method, params } => (id, method, params),
+    };
+    if ctx.protocol_version().era() == Era::Modern {
+        // A 2026-07-28 client answers input requests by retrying its call, and the upstream
+        // call cannot wait across that.
+        return Some(Ok(CallToolResult::error(format!(
+            "The upstream tool asked the client for input ({method}), which toolgate relays only to clients of protocol 2025-11-25 and earlier."
+        ))));
+    }
+    let key = format!("upstream-{id}");
+    let answer = match method.as_str() {
+        "elicitation/create" => ctx.elicit(&key, params).await,
+        "sampling/createMessage" => ctx.sample(&key, params).await,
+        "roots/list" => ctx.list_roots(&key).await,
+        other => {
+            peer.respond(id, Err((-32601, format!("toolgate does not relay {other:?} to its clients")))).await;
+            return None;
+        }
+    };
+    match answer {
+        Ok(result) => peer.respond(id, Ok(result)).await,
+        Err(ToolError::Cancelled) => return Some(Err(ToolError::Cancelled)),
+        Err(ToolError::MissingClientCapability(capability)) => {
+            peer.respond(id, Err((-32601, format!("the client does not support {capability}")))).await
+        }
+        Err(e) => peer.respond(id, Err((-32603, e.to_string()))).await,
+    }
+    None
+}
+
+/// The upstream's result as a toolgate result, every block kept: a block toolgate models
+/// exactly becomes that block, any other is relayed verbatim.
+fn relay(result: Value) -> ToolOutcome {
+    let Value::Object(mut result) = result else {
+        return Ok(CallToolResult::error("The upstream answered tools/call with something that is not a result object."));
+    };
+    let Some(Value::Array(blocks)) = result.remove("content") else {
+        return Ok(CallToolResult::error("The upstream's tools/call result has no content array."));
+    };
+    let content = blocks.into_iter().filter_map(|b| if let Value::Object(b) = b { Some(block(b)) } else { None }).collect();
+    Ok(CallToolResult {
+        content,
+        structured_content: result.remove("structuredContent"),
+        is_error: result.get("isError").and_then(Value::as_bool).unwrap_or(false),
+        meta: match result.remove("_meta") {
+            Some(Value::Object(meta)) => Some(meta),
+            _ => None,
+        },
+    })
+}
+
+fn block(raw: Map<String, Value>) -> Content {
+    let value = Value::Object(raw);
+    match serde_json::from_value::<Content>(value.clone()) {
+        Ok(modelled) if !matches!(modelled, Content::Relayed(_)) && serde_json::to_value(&modelled).ok().as_ref() == Some(&value) => {
+            modelled
+        }
+        _ => match value {
+            Value::Object(raw) => Content::Relayed(raw),
+            _ => Content::text(""),
+        },
+    }
+}
+
+fn outcome_label(outcome: &Result<Result<Value, UpstreamError>, ToolOutcome>) -> &'static str {
+    match outcome {
+        Ok(Ok(v)) if v.get("isError").and_then(Value::as_bool) == Some(true) => "tool_error",
+        Ok(Ok(_)) => "ok",
+        Ok(Err(UpstreamError::Rpc { .. })) => "rpc_error",
+        Ok(Err(UpstreamError::Timeout(_))) => "timeout",
+        Ok(Err(_)) => "failed",
+        Err(_) => "cancelled",
+    }
+}

@@ -1,0 +1,262 @@
+//! An upstream over Streamable HTTP: each message is a POST; an answer comes back as a JSON
+//! body or on the POST's own event stream (with the progress and requests of that call); a GET
+//! stream carries what the upstream says unprompted (`list_changed`). The address policy of
+//! `http` tools applies to every connection and redirect; only an upstream marked
+//! `allow_private` may be on a private address, and then only its own host and port.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures_util::{StreamExt, TryStreamExt};
+use http::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::{HeaderMap, HeaderValue, StatusCode};
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+use super::error::UpstreamError;
+use super::peer::Peer;
+use crate::config::upstreams::UpstreamSettings;
+use crate::tooldef::http::{AddressPolicy, GuardedResolver, Refusal, find_cause, redirect_policy};
+
+const SESSION: &str = "mcp-session-id";
+const VERSION: &str = "mcp-protocol-version";
+/// Redirects followed on one request.
+const MAX_REDIRECTS: usize = 5;
+
+#[derive(Clone)]
+pub struct HttpWire(Arc<Inner>);
+
+struct Inner {
+    client: reqwest::Client,
+    url: Url,
+    /// The upstream's own credentials (`upstreams.<name>.headers`), never the caller's.
+    headers: HeaderMap,
+    session: Mutex<Option<HeaderValue>>,
+    version: Mutex<Option<HeaderValue>>,
+    max: usize,
+    stop: CancellationToken,
+}
+
+impl HttpWire {
+    pub fn new(settings: &UpstreamSettings, headers: HeaderMap) -> Result<Self, UpstreamError> {
+        let url = settings.url.as_deref().unwrap_or_default();
+        let url = Url::parse(url).map_err(|e| UpstreamError::Transport(format!("url: {e}")))?;
+        let exempt: Vec<String> = match (settings.allow_private, url.host_str(), url.port_or_known_default()) {
+            (true, Some(host), Some(port)) => vec![format!("{}:{port}", host.trim_start_matches('[').trim_end_matches(']'))],
+            _ => Vec::new(),
+        };
+        let policy = AddressPolicy::new(&exempt, &Default::default());
+        policy.check_url(&url).map_err(|r| UpstreamError::Transport(refusal_hint(&r)))?;
+        let client = reqwest::Client::builder()
+            .use_rustls_tls()
+            .no_proxy()
+            .dns_resolver(Arc::new(GuardedResolver::new(policy.clone())))
+            .redirect(redirect_policy(policy, MAX_REDIRECTS, !headers.is_empty()))
+            .connect_timeout(Duration::from_millis(settings.connect_timeout_ms))
+            .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| UpstreamError::Transport(format!("the HTTP client could not be created: {e}")))?;
+        Ok(Self(Arc::new(Inner {
+            client,
+            url,
+            headers,
+            session: Mutex::new(None),
+            version: Mutex::new(None),
+            max: settings.max_message_bytes,
+            stop: CancellationToken::new(),
+        })))
+    }
+
+    /// After `initialize`: every later request names the negotiated version.
+    pub(super) fn set_version(&self, version: &str) {
+        *self.0.version.lock() = HeaderValue::from_str(version).ok();
+    }
+
+    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
+        let mut request = self.0.client.request(method, self.0.url.clone()).headers(self.0.headers.clone());
+        if let Some(session) = self.0.session.lock().clone() {
+            request = request.header(SESSION, session);
+        }
+        if let Some(version) = self.0.version.lock().clone() {
+            request = request.header(VERSION, version);
+        }
+        request
+    }
+
+    /// POSTs one message. For a request (`related`), whatever the answer's body or stream
+    /// carries is dispatched, and the request fails if no answer came.
+    pub(super) async fn post(&self, peer: &Peer, message: &Value, related: Option<i64>) -> Result<(), UpstreamError> {
+        let body = serde_json::to_vec(message).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+        let response = self
+            .request(reqwest::Method::POST)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| send_error(&e))?;
+        if let Some(session) = response.headers().get(SESSION) {
+            self.0.session.lock().get_or_insert_with(|| session.clone());
+        }
+        let status = response.status();
+        if status == StatusCode::ACCEPTED || (related.is_none() && status.is_success()) {
+            return Ok(());
+        }
+        if !status.is_success() {
+            return Err(status_error(&response, self.0.session.lock().is_some()));
+        }
+        if is_event_stream(response.headers()) {
+            self.read_events(peer, response, related).await;
+        } else {
+            let body = read_limited(response, self.0.max).await?;
+            match serde_json::from_slice::<Value>(&body) {
+                Ok(Value::Array(batch)) => batch.into_iter().for_each(|m| peer.dispatch(m, related)),
+                Ok(m) => peer.dispatch(m, related),
+                Err(e) => return Err(UpstreamError::Protocol(format!("the answer is not JSON: {e}"))),
+            }
+        }
+        if let Some(id) = related {
+            peer.fail(id, UpstreamError::Protocol("the upstream's response ended without an answer".into()));
+        }
+        Ok(())
+    }
+
+    /// Dispatches each event of a stream until it ends. A message above the size limit fails
+    /// the related request; the whole stream is bounded too.
+    async fn read_events(&self, peer: &Peer, response: reqwest::Response, related: Option<i64>) {
+        let max = self.0.max;
+        let bound = max.saturating_mul(4);
+        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = seen.clone();
+        let bytes = response.bytes_stream().map_err(std::io::Error::other).take_while(move |chunk| {
+            let n = chunk.as_ref().map_or(0, |c| c.len());
+            let total = counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
+            std::future::ready(total <= bound)
+        });
+        let mut events = bytes.eventsource();
+        while let Some(event) = events.next().await {
+            let Ok(event) = event else { break };
+            if event.data.is_empty() {
+                continue; // a priming event: only an id for resumption
+            }
+            if event.data.len() > max {
+                match related {
+                    Some(id) => peer.fail(id, UpstreamError::TooLarge(max)),
+                    None => tracing::warn!(upstream = ?peer, "dropped an event larger than max_message_bytes"),
+                }
+                continue;
+            }
+            match serde_json::from_str::<Value>(&event.data) {
+                Ok(message) => peer.dispatch(message, related),
+                Err(_) => tracing::warn!(upstream = ?peer, "ignored an event that is not JSON-RPC"),
+            }
+        }
+        if let Some(id) = related
+            && seen.load(std::sync::atomic::Ordering::Relaxed) > bound
+        {
+            peer.fail(id, UpstreamError::TooLarge(max));
+        }
+    }
+
+    /// Listens on the GET stream while the connection lives. An upstream without one (405)
+    /// is left alone; one that cannot be reached any more ends the connection.
+    pub(super) async fn listen(self, peer: Peer) {
+        let mut delay = Duration::from_millis(250);
+        while !self.0.stop.is_cancelled() {
+            let sent = tokio::select! {
+                sent = self.request(reqwest::Method::GET).header(ACCEPT, "text/event-stream").send() => sent,
+                () = self.0.stop.cancelled() => return,
+            };
+            match sent {
+                Err(e) => {
+                    peer.close(send_error(&e).to_string());
+                    return;
+                }
+                Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => return,
+                Ok(r) if r.status() == StatusCode::NOT_FOUND => {
+                    peer.close("the upstream ended the session (HTTP 404)");
+                    return;
+                }
+                Ok(r) if r.status().is_success() && is_event_stream(r.headers()) => {
+                    delay = Duration::from_millis(250);
+                    tokio::select! {
+                        () = self.read_events(&peer, r, None) => {}
+                        () = self.0.stop.cancelled() => return,
+                    }
+                }
+                Ok(_) => delay = (delay * 2).min(Duration::from_secs(30)),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = self.0.stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// Stops listening and ends the upstream's session (DELETE), without waiting.
+    pub(super) fn end_session(&self) {
+        self.0.stop.cancel();
+        if self.0.session.lock().is_none() {
+            return;
+        }
+        let request = self.request(reqwest::Method::DELETE).timeout(Duration::from_secs(2));
+        tokio::spawn(async move {
+            let _ = request.send().await;
+        });
+    }
+}
+
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+async fn read_limited(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, UpstreamError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| UpstreamError::Transport(format!("reading the answer: {e}")))? {
+        if body.len() + chunk.len() > max {
+            return Err(UpstreamError::TooLarge(max));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Why a request did not get an HTTP answer, naming an address-policy refusal as such.
+fn send_error(error: &reqwest::Error) -> UpstreamError {
+    if let Some(refusal) = find_cause::<Refusal>(error) {
+        return UpstreamError::Transport(refusal_hint(refusal));
+    }
+    let what = if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "cannot connect"
+    } else {
+        "the request failed"
+    };
+    let mut cause: &dyn std::error::Error = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    UpstreamError::Transport(format!("{what}: {cause}"))
+}
+
+fn refusal_hint(refusal: &Refusal) -> String {
+    format!("{refusal} (set upstreams.<name>.allow_private = true for an internal server)")
+}
+
+fn status_error(response: &reqwest::Response, had_session: bool) -> UpstreamError {
+    let status = response.status();
+    match status {
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            let challenge = response.headers().get(WWW_AUTHENTICATE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+            let challenge =
+                if challenge.is_empty() { String::new() } else { format!(", {}", challenge.chars().take(300).collect::<String>()) };
+            UpstreamError::Refused { status: status.as_u16(), challenge }
+        }
+        StatusCode::NOT_FOUND if had_session => UpstreamError::Disconnected("the upstream ended the session (HTTP 404)".into()),
+        _ => UpstreamError::Status(status.as_u16()),
+    }
+}

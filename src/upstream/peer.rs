@@ -1,0 +1,310 @@
+//! The client side of one MCP connection to an upstream: request ids and their answers,
+//! notifications, and requests the upstream sends back (elicitation, sampling, roots) routed to
+//! the call they belong to. The wire (a child's stdio, or Streamable HTTP) only moves messages:
+//! it sends what [`Peer`] gives it and pushes what arrives into [`Peer::dispatch`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::error::UpstreamError;
+use super::wire::Wire;
+
+/// What reaches a running call besides its answer.
+#[derive(Debug)]
+pub enum CallEvent {
+    Progress {
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    },
+    /// A request of the upstream's (`elicitation/create`, `sampling/createMessage`,
+    /// `roots/list`) made while this call runs; answer it with [`Peer::respond`].
+    Request {
+        id: Value,
+        method: String,
+        params: Value,
+    },
+}
+
+/// Events a call may have queued before it reads them; beyond, progress is dropped (it is
+/// advisory) and requests are refused.
+pub(super) const CALL_EVENTS: usize = 64;
+
+type Reply = Result<Value, UpstreamError>;
+
+/// One live connection. Cheap to clone.
+#[derive(Clone)]
+pub struct Peer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    wire: Wire,
+    next_id: AtomicI64,
+    pending: Mutex<HashMap<i64, oneshot::Sender<Reply>>>,
+    calls: Mutex<HashMap<i64, mpsc::Sender<CallEvent>>>,
+    /// Cancelled when the connection is gone; `reason` says why.
+    closed: CancellationToken,
+    reason: Mutex<Option<String>>,
+    /// Woken by `notifications/{tools,resources,prompts}/list_changed`.
+    pub(super) changed: Notify,
+    name: String,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer").field("upstream", &self.inner.name).finish_non_exhaustive()
+    }
+}
+
+impl Peer {
+    pub(super) fn new(name: &str, wire: Wire) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                wire,
+                next_id: AtomicI64::new(1),
+                pending: Mutex::default(),
+                calls: Mutex::default(),
+                closed: CancellationToken::new(),
+                reason: Mutex::new(None),
+                changed: Notify::new(),
+                name: name.to_owned(),
+            }),
+        }
+    }
+
+    /// Sends a request and waits for its answer, at most `timeout`.
+    pub async fn request(&self, method: &str, params: Value, timeout: Duration) -> Reply {
+        let mut call = self.start(method, params, None, false);
+        match tokio::time::timeout(timeout, call.reply()).await {
+            Ok(reply) => reply,
+            Err(_) => Err(UpstreamError::Timeout(timeout)),
+        }
+    }
+
+    /// Sends a request whose progress (asked for with `progress`) and requests back go to
+    /// `events`. The returned [`PendingCall`] cancels the request upstream if dropped before
+    /// its answer.
+    pub fn start(&self, method: &str, mut params: Value, events: Option<mpsc::Sender<CallEvent>>, progress: bool) -> PendingCall {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        if let Some(events) = events {
+            self.inner.calls.lock().insert(id, events);
+        }
+        if progress {
+            // The request id doubles as the progress token: unique while the call lives.
+            if let Some(p) = params.as_object_mut() {
+                let meta = p.entry("_meta").or_insert_with(|| json!({}));
+                if let Some(meta) = meta.as_object_mut() {
+                    meta.insert("progressToken".into(), json!(id));
+                }
+            }
+        }
+        self.inner.pending.lock().insert(id, tx);
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let sending = if self.inner.closed.is_cancelled() {
+            self.fail(id, UpstreamError::Disconnected(self.close_reason()));
+            None
+        } else {
+            Some(self.inner.wire.send_request(self.clone(), id, message))
+        };
+        PendingCall { peer: self.clone(), id, reply: Some(rx), sending, done: false }
+    }
+
+    /// Sends a notification (no answer).
+    pub async fn notify(&self, method: &str, params: Value) -> Result<(), UpstreamError> {
+        self.inner.wire.send(self, json!({"jsonrpc": "2.0", "method": method, "params": params})).await
+    }
+
+    /// Answers a request the upstream sent (`id` as it sent it).
+    pub async fn respond(&self, id: Value, answer: Result<Value, (i64, String)>) {
+        let message = match answer {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err((code, message)) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+        };
+        if let Err(e) = self.inner.wire.send(self, message).await {
+            tracing::debug!(upstream = %self.inner.name, error = %e, "could not answer the upstream's request");
+        }
+    }
+
+    /// Routes one message from the upstream. `related` is the request whose HTTP response
+    /// carried it (Streamable HTTP), so the upstream's own requests reach the right call.
+    pub(super) fn dispatch(&self, message: Value, related: Option<i64>) {
+        let Value::Object(mut m) = message else {
+            tracing::warn!(upstream = %self.inner.name, "ignored a message that is not a JSON object");
+            return;
+        };
+        let method = m.get("method").and_then(Value::as_str).map(str::to_owned);
+        match (method, m.remove("id")) {
+            (None, Some(id)) => self.answer(id, m),
+            (Some(method), Some(id)) => self.upstream_request(id, method, m.remove("params").unwrap_or(Value::Null), related),
+            (Some(method), None) => self.notification(&method, m.remove("params").unwrap_or(Value::Null)),
+            (None, None) => tracing::warn!(upstream = %self.inner.name, "ignored a message with neither id nor method"),
+        }
+    }
+
+    fn answer(&self, id: Value, mut m: serde_json::Map<String, Value>) {
+        let Some(id) = id.as_i64() else { return };
+        let reply = match (m.remove("result"), m.remove("error")) {
+            (Some(result), None) => Ok(result),
+            (_, Some(error)) => Err(UpstreamError::rpc(&error)),
+            (None, None) => Err(UpstreamError::Protocol("an answer with neither result nor error".into())),
+        };
+        if let Some(tx) = self.inner.pending.lock().remove(&id) {
+            let _ = tx.send(reply);
+        }
+    }
+
+    fn notification(&self, method: &str, params: Value) {
+        match method {
+            "notifications/progress" => {
+                let Some(token) = params.get("progressToken").and_then(Value::as_i64) else { return };
+                let Some(progress) = params.get("progress").and_then(Value::as_f64) else { return };
+                let event = CallEvent::Progress {
+                    progress,
+                    total: params.get("total").and_then(Value::as_f64),
+                    message: params.get("message").and_then(Value::as_str).map(str::to_owned),
+                };
+                if let Some(tx) = self.inner.calls.lock().get(&token) {
+                    let _ = tx.try_send(event);
+                }
+            }
+            "notifications/tools/list_changed" | "notifications/resources/list_changed" | "notifications/prompts/list_changed" => {
+                self.inner.changed.notify_one();
+            }
+            "notifications/message" => tracing::debug!(upstream = %self.inner.name, ?params, "upstream log message"),
+            _ => {}
+        }
+    }
+
+    /// A request from the upstream: `ping` is answered here; input requests go to the call
+    /// they belong to. Over stdio nothing says which call that is, so a request is relayed only
+    /// while exactly one call runs: never to another user's client.
+    fn upstream_request(&self, id: Value, method: String, params: Value, related: Option<i64>) {
+        let peer = self.clone();
+        if method == "ping" {
+            tokio::spawn(async move { peer.respond(id, Ok(json!({}))).await });
+            return;
+        }
+        let target = {
+            let calls = self.inner.calls.lock();
+            match related {
+                Some(call) => calls.get(&call).cloned(),
+                None if calls.len() == 1 => calls.values().next().cloned(),
+                None => None,
+            }
+        };
+        let refusal = match target {
+            Some(tx) => match tx.try_send(CallEvent::Request { id: id.clone(), method, params }) {
+                Ok(()) => return,
+                Err(_) => "the call this request belongs to is not reading requests".to_owned(),
+            },
+            None => format!("toolgate cannot tell which call the request {method:?} belongs to"),
+        };
+        tokio::spawn(async move { peer.respond(id, Err((-32603, refusal))).await });
+    }
+
+    /// Ends the connection: every waiting request fails with `reason`.
+    pub fn close(&self, reason: impl Into<String>) {
+        {
+            let mut slot = self.inner.reason.lock();
+            if slot.is_some() {
+                return;
+            }
+            *slot = Some(reason.into());
+        }
+        self.inner.closed.cancel();
+        let reason = self.close_reason();
+        let pending: Vec<_> = self.inner.pending.lock().drain().collect();
+        for (_, tx) in pending {
+            let _ = tx.send(Err(UpstreamError::Disconnected(reason.clone())));
+        }
+        self.inner.calls.lock().clear();
+        self.inner.wire.shutdown();
+    }
+
+    pub fn close_reason(&self) -> String {
+        self.inner.reason.lock().clone().unwrap_or_else(|| "the connection closed".into())
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.is_cancelled()
+    }
+
+    pub async fn closed(&self) {
+        self.inner.closed.cancelled().await
+    }
+
+    pub(super) async fn changed(&self) {
+        self.inner.changed.notified().await
+    }
+
+    /// Fails one waiting request (its send failed, or its answer was unusable).
+    pub(super) fn fail(&self, id: i64, error: UpstreamError) {
+        if let Some(tx) = self.inner.pending.lock().remove(&id) {
+            let _ = tx.send(Err(error));
+        }
+    }
+
+    /// Fails every waiting request: the wire lost a message it could not attribute (one too
+    /// large to read), so any of them may have been its answer.
+    pub(super) fn fail_all(&self, error: &UpstreamError) {
+        let pending: Vec<_> = self.inner.pending.lock().drain().collect();
+        for (_, tx) in pending {
+            let _ = tx.send(Err(error.clone()));
+        }
+    }
+
+    fn forget(&self, id: i64) -> bool {
+        self.inner.calls.lock().remove(&id);
+        self.inner.pending.lock().remove(&id).is_some()
+    }
+}
+
+/// A request on its way. Dropped before its answer (a cancelled or timed-out call), it tells
+/// the upstream with `notifications/cancelled` and stops reading the answer's stream.
+pub struct PendingCall {
+    peer: Peer,
+    id: i64,
+    reply: Option<oneshot::Receiver<Reply>>,
+    sending: Option<tokio::task::AbortHandle>,
+    done: bool,
+}
+
+impl PendingCall {
+    /// Waits for the answer (once).
+    pub async fn reply(&mut self) -> Reply {
+        let Some(rx) = self.reply.as_mut() else { return Err(UpstreamError::Protocol("the answer was already taken".into())) };
+        let reply = rx.await.unwrap_or_else(|_| Err(UpstreamError::Disconnected(self.peer.close_reason())));
+        self.reply = None;
+        self.done = true;
+        self.peer.forget(self.id);
+        reply
+    }
+}
+
+impl Drop for PendingCall {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let waiting = self.peer.forget(self.id);
+        if let Some(sending) = self.sending.take() {
+            sending.abort();
+        }
+        if waiting && !self.peer.is_closed() {
+            let peer = self.peer.clone();
+            let id = self.id;
+            tokio::spawn(async move {
+                let _ = peer.notify("notifications/cancelled", json!({"requestId": id, "reason": "cancelled by the client"})).await;
+            });
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! One upstream's life: connect, list and serve its tools, follow its `list_changed`, check it
+//! answers (`ping`), and when the connection is lost withdraw its tools, then reconnect with
+//! exponential backoff and jitter, until toolgate shuts down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio_util::sync::CancellationToken;
+
+use super::connect::{Handshake, connect};
+use super::peer::Peer;
+use super::{Link, Upstreams, catalog, now_ms};
+use crate::metrics::record;
+
+/// How often a connected upstream must answer a ping.
+const PING_EVERY: Duration = Duration::from_secs(15);
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
+/// Backoff between connection attempts: doubling from the first to the last, with jitter.
+const BACKOFF_FIRST: Duration = Duration::from_millis(500);
+const BACKOFF_LAST: Duration = Duration::from_secs(30);
+
+pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: CancellationToken) {
+    let mut failures: u32 = 0;
+    let mut connected_before = false;
+    while !stop.is_cancelled() {
+        link.update(|s| s.state = "connecting");
+        let attempt = tokio::select! {
+            attempt = connect(&link.name, &link.settings, &upstreams.server.settings.tools) => attempt,
+            () = stop.cancelled() => break,
+        };
+        record::upstream_connect(&link.name, attempt.is_ok());
+        match attempt {
+            Ok((peer, handshake)) => {
+                if connected_before {
+                    link.update(|s| s.reconnects += 1);
+                }
+                connected_before = true;
+                if serve(&link, &upstreams, peer.clone(), handshake, &stop).await {
+                    failures = 0;
+                }
+                link.peer.store(None);
+                let reason = peer.close_reason();
+                upstreams.withdraw(&link.name, &reason);
+                link.update(|s| {
+                    s.state = "disconnected";
+                    s.tools = 0;
+                    s.last_error = Some(reason.clone());
+                });
+                record::upstream_state(&link.name, false, 0);
+                if stop.is_cancelled() {
+                    break;
+                }
+                tracing::warn!(upstream = %link.name, %reason, "upstream disconnected; its tools are withdrawn until it is back");
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %link.name, error = %e, "cannot connect to the upstream");
+                link.update(|s| {
+                    s.state = "disconnected";
+                    s.last_error = Some(e.to_string());
+                });
+                record::upstream_state(&link.name, false, 0);
+            }
+        }
+        failures = failures.saturating_add(1);
+        tokio::select! {
+            () = tokio::time::sleep(backoff(failures)) => {}
+            () = stop.cancelled() => break,
+        }
+    }
+    if let Some(peer) = link.peer.swap(None) {
+        peer.close("toolgate is shutting down");
+    }
+}
+
+/// Serves the upstream's tools while the connection lives; true if they were listed at
+/// least once (the connection was useful, so the backoff starts over).
+async fn serve(link: &Arc<Link>, upstreams: &Upstreams, peer: Peer, handshake: Handshake, stop: &CancellationToken) -> bool {
+    link.update(|s| {
+        s.protocol_version = Some(handshake.version.clone());
+        s.server_info = handshake.server_info.clone();
+    });
+    link.peer.store(Some(Arc::new(peer.clone())));
+    let mut synced = false;
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
+    let mut changed = true;
+    loop {
+        if changed {
+            synced |= sync(link, upstreams, &peer).await;
+            changed = false;
+        }
+        tokio::select! {
+            () = peer.closed() => return synced,
+            () = peer.changed() => changed = true,
+            _ = ping.tick() => {
+                if let Err(e) = peer.request("ping", serde_json::json!({}), PING_TIMEOUT).await {
+                    peer.close(format!("the upstream did not answer a ping: {e}"));
+                }
+            }
+            () = stop.cancelled() => {
+                peer.close("toolgate is shutting down");
+                return synced;
+            }
+        }
+    }
+}
+
+/// Lists the upstream's tools and publishes them; false (with the error recorded) if the
+/// listing failed, in which case a broken connection is closed.
+async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer) -> bool {
+    let timeout = Duration::from_millis(link.settings.connect_timeout_ms.max(5_000));
+    match catalog::list_tools(peer, timeout).await {
+        Ok(listed) => {
+            let (tools, mut skipped) = catalog::build(link, &listed);
+            let count = tools.len();
+            skipped.extend(upstreams.restore(&link.name, tools));
+            for why in &skipped {
+                tracing::warn!(upstream = %link.name, "upstream tool not served: {why}");
+            }
+            link.update(|s| {
+                s.state = "connected";
+                s.tools = count;
+                s.last_error = None;
+                s.last_sync_ms = Some(now_ms());
+                s.skipped = skipped;
+            });
+            record::upstream_state(&link.name, true, count);
+            tracing::info!(upstream = %link.name, tools = count, "upstream tools listed");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(upstream = %link.name, error = %e, "cannot list the upstream's tools");
+            link.update(|s| s.last_error = Some(format!("tools/list: {e}")));
+            peer.close(format!("tools/list failed: {e}"));
+            false
+        }
+    }
+}
+
+/// The wait before attempt `n + 1` after `n` failures: doubling, capped, with half of it
+/// random so replicas that lost the same upstream do not reconnect in step.
+fn backoff(failures: u32) -> Duration {
+    let full = BACKOFF_FIRST.saturating_mul(1 << failures.saturating_sub(1).min(10)).min(BACKOFF_LAST);
+    let half = full / 2;
+    half + half.mul_f64(rand::rng().random::<f64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap_with_at_most_half_jitter() {
+        for failures in 1..20 {
+            let full = BACKOFF_FIRST.saturating_mul(1 << (failures - 1).min(10)).min(BACKOFF_LAST);
+            let wait = backoff(failures);
+            assert!(wait >= full / 2 && wait <= full, "{failures}: {wait:?} not within [{:?}, {full:?}]", full / 2);
+        }
+        assert!(backoff(30) <= BACKOFF_LAST);
+    }
+}

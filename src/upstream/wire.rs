@@ -1,0 +1,59 @@
+//! The two ways messages reach an upstream: a child process's stdio, or Streamable HTTP.
+
+use serde_json::Value;
+
+use super::error::UpstreamError;
+use super::http::HttpWire;
+use super::peer::Peer;
+use super::stdio::StdioWire;
+
+pub enum Wire {
+    Stdio(StdioWire),
+    Http(HttpWire),
+}
+
+impl Wire {
+    /// Sends request `id`; its answer comes back through [`Peer::dispatch`] (or
+    /// [`Peer::fail`]). The handle stops the send, and the reading of its answer's stream.
+    pub(super) fn send_request(&self, peer: Peer, id: i64, message: Value) -> tokio::task::AbortHandle {
+        match self {
+            Self::Stdio(w) => {
+                let lines = w.lines();
+                tokio::spawn(async move {
+                    if let Err(e) = StdioWire::write(&lines, &message).await {
+                        peer.fail(id, e);
+                    }
+                })
+                .abort_handle()
+            }
+            Self::Http(w) => {
+                let http = w.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = http.post(&peer, &message, Some(id)).await {
+                        if e.is_connection_lost() {
+                            peer.close(e.to_string());
+                        }
+                        peer.fail(id, e);
+                    }
+                })
+                .abort_handle()
+            }
+        }
+    }
+
+    /// Sends a notification or an answer.
+    pub(super) async fn send(&self, peer: &Peer, message: Value) -> Result<(), UpstreamError> {
+        match self {
+            Self::Stdio(w) => StdioWire::write(&w.lines(), &message).await,
+            Self::Http(w) => w.post(peer, &message, None).await,
+        }
+    }
+
+    /// Stops the child, or ends the HTTP session.
+    pub(super) fn shutdown(&self) {
+        match self {
+            Self::Stdio(w) => w.stop(),
+            Self::Http(w) => w.end_session(),
+        }
+    }
+}

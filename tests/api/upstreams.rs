@@ -1,0 +1,301 @@
+//! Upstream MCP servers over stdio: a real child process (`upstream_support/stdio_upstream.py`,
+//! a small MCP server with fault modes) started by toolgate, its tools served under a prefix,
+//! calls forwarded over real HTTP from a client of toolgate. The fixture logs every message it
+//! receives (`UPSTREAM_LOG`), so tests assert on what the upstream really saw.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::{SseReader, TestServer, open_get, response_json, spawn_post};
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/api/upstream_support/stdio_upstream.py");
+const V: &str = "2025-11-25";
+
+/// A server with the fixture as upstream `fx` (settings merged over the stdio basics); the
+/// fixture's message log is in the server's data directory.
+async fn serve(extra: Value) -> (TestServer, PathBuf) {
+    let dir = tempfile::tempdir().expect("dir").keep();
+    let log = dir.join("upstream.log");
+    let mut upstream =
+        json!({"stdio": {"program": "python3", "args": [FIXTURE], "env_passthrough": ["PATH"], "env": {"UPSTREAM_LOG": log}}});
+    merge(&mut upstream, extra);
+    let settings = serde_json::from_value(upstream).expect("upstream settings");
+    let server = TestServer::with(|s| {
+        s.tools.packs.examples = false;
+        s.upstreams.insert("fx".into(), settings);
+    })
+    .await;
+    (server, log)
+}
+
+fn merge(into: &mut Value, extra: Value) {
+    if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
+        for (k, v) in extra {
+            match (into.get_mut(&k), v) {
+                (Some(Value::Object(a)), Value::Object(b)) => a.extend(b),
+                (_, v) => {
+                    into.insert(k, v);
+                }
+            }
+        }
+    }
+}
+
+/// Names served now, sorted.
+fn served(server: &TestServer) -> Vec<String> {
+    server.state().server.tools.snapshot().iter().map(|t| t.name().to_owned()).collect()
+}
+
+/// Waits until `name` is served (or not, with `present = false`).
+async fn wait_for(server: &TestServer, name: &str, present: bool) {
+    for _ in 0..200 {
+        if served(server).iter().any(|n| n == name) == present {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{name} {} served after 10 s: {:?}", if present { "not" } else { "still" }, served(server));
+}
+
+async fn call(server: &TestServer, session: &str, name: &str, arguments: Value) -> Value {
+    server.call(session, 1, "tools/call", json!({"name": name, "arguments": arguments})).await
+}
+
+fn text(response: &Value) -> String {
+    response["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The messages the upstream received, as logged.
+fn upstream_saw(log: &PathBuf) -> Vec<Value> {
+    std::fs::read_to_string(log).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+}
+
+async fn wait_upstream_saw(log: &PathBuf, what: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..100 {
+        if let Some(found) = upstream_saw(log).into_iter().find(&what) {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the upstream never saw the expected message; it saw {:#?}", upstream_saw(log));
+}
+
+#[tokio::test]
+async fn every_page_of_the_upstreams_tools_is_served_under_its_prefix() {
+    let (server, _) = serve(json!({})).await;
+    wait_for(&server, "fx_echo", true).await;
+    // The fixture lists 11 tools, three per page.
+    let names = served(&server);
+    for tool in ["add", "ask", "die", "echo", "fail", "garbage", "hang", "huge", "mixed", "slow", "toggle_extra"] {
+        assert!(names.contains(&format!("fx_{tool}")), "fx_{tool} missing from {names:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_allow_and_deny_lists_choose_which_tools_are_served() {
+    let (server, _) = serve(json!({"prefix": "u.", "allow_tools": ["echo", "add", "fail"], "deny_tools": ["fail"]})).await;
+    wait_for(&server, "u.echo", true).await;
+    assert_eq!(served(&server), vec!["u.add", "u.echo"]);
+}
+
+#[tokio::test]
+async fn an_override_renames_and_retitles_a_tool() {
+    let (server, _) = serve(json!({"tools": {"echo": {"name": "say", "title": "Say it", "description": "Repeats the text."}}})).await;
+    wait_for(&server, "say", true).await;
+    let session = server.initialize(V).await;
+    let list = server.call(&session, 1, "tools/list", json!({})).await;
+    let say = list["result"]["tools"].as_array().expect("tools").iter().find(|t| t["name"] == "say").cloned().expect("say listed");
+    assert_eq!((say["title"].as_str(), say["description"].as_str()), (Some("Say it"), Some("Repeats the text.")));
+    assert_eq!(text(&call(&server, &session, "say", json!({"text": "hi"})).await), "hi");
+}
+
+#[tokio::test]
+async fn a_result_is_relayed_block_for_block_with_every_field() {
+    let (server, _) = serve(json!({})).await;
+    wait_for(&server, "fx_mixed", true).await;
+    let session = server.initialize(V).await;
+    let result = call(&server, &session, "fx_mixed", json!({})).await["result"].clone();
+    assert_eq!(result["_meta"], json!({"upstream": true}));
+    let content = result["content"].as_array().expect("content");
+    assert_eq!(content.iter().map(|b| b["type"].as_str().unwrap_or_default()).collect::<Vec<_>>(), ["text", "image", "resource_link"]);
+    assert_eq!(content[2]["_meta"], json!({"x": 1}), "a field toolgate does not model is kept");
+}
+
+#[tokio::test]
+async fn structured_content_and_is_error_are_relayed() {
+    let (server, _) = serve(json!({})).await;
+    wait_for(&server, "fx_add", true).await;
+    let session = server.initialize(V).await;
+    assert_eq!(call(&server, &session, "fx_add", json!({"a": 2, "b": 3})).await["result"]["structuredContent"], json!({"sum": 5}));
+    assert_eq!(call(&server, &session, "fx_fail", json!({})).await["result"]["isError"], true);
+}
+
+#[tokio::test]
+async fn arguments_are_checked_against_the_upstreams_schema_before_anything_is_sent() {
+    let (server, log) = serve(json!({})).await;
+    wait_for(&server, "fx_echo", true).await;
+    let session = server.initialize(V).await;
+    let refused = call(&server, &session, "fx_echo", json!({"text": 5})).await;
+    assert_eq!(refused["result"]["isError"], true);
+    assert!(!upstream_saw(&log).iter().any(|m| m["method"] == "tools/call"), "nothing reached the upstream");
+}
+
+#[tokio::test]
+async fn the_upstreams_progress_reaches_the_client() {
+    let (server, _) = serve(json!({})).await;
+    wait_for(&server, "fx_slow", true).await;
+    let session = server.initialize(V).await;
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "fx_slow", "arguments": {"steps": 3, "delay_ms": 20}, "_meta": {"progressToken": "mine"}}});
+    let mut stream = SseReader::new(server.post(&body.to_string(), &[("mcp-session-id", &session)]).await);
+    let mut progress = Vec::new();
+    while let Some((_, message)) = stream.next_message_within(Duration::from_secs(10)).await {
+        if message["method"] == "notifications/progress" {
+            assert_eq!(message["params"]["progressToken"], "mine", "the client's own token, not the upstream's");
+            progress.push(message["params"]["progress"].as_f64().expect("progress"));
+        } else {
+            assert_eq!(text(&message), "done");
+            break;
+        }
+    }
+    assert_eq!(progress, [1.0, 2.0, 3.0]);
+}
+
+#[tokio::test]
+async fn a_clients_cancellation_is_relayed_upstream() {
+    let (server, log) = serve(json!({})).await;
+    wait_for(&server, "fx_hang", true).await;
+    let session = server.initialize(V).await;
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "fx_hang", "arguments": {}}});
+    let _pending = spawn_post(&server, &session, body.to_string());
+    let forwarded = wait_upstream_saw(&log, |m| m["method"] == "tools/call" && m["params"]["name"] == "hang").await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}});
+    server.post(&cancel.to_string(), &[("mcp-session-id", &session)]).await;
+    let relayed = wait_upstream_saw(&log, |m| m["method"] == "notifications/cancelled").await;
+    assert_eq!(relayed["params"]["requestId"], forwarded["id"], "the upstream's own request id");
+}
+
+#[tokio::test]
+async fn a_timeout_here_cancels_the_call_upstream() {
+    let (server, log) = serve(json!({"timeout_ms": 300})).await;
+    wait_for(&server, "fx_hang", true).await;
+    let session = server.initialize(V).await;
+    let answer = call(&server, &session, "fx_hang", json!({})).await;
+    assert!(text(&answer).contains("timed out"), "{answer}");
+    wait_upstream_saw(&log, |m| m["method"] == "notifications/cancelled").await;
+}
+
+#[tokio::test]
+async fn an_oversized_result_is_refused_and_the_upstream_keeps_serving() {
+    let (server, _) = serve(json!({"max_message_bytes": 65536})).await;
+    wait_for(&server, "fx_huge", true).await;
+    let session = server.initialize(V).await;
+    let answer = call(&server, &session, "fx_huge", json!({"bytes": 200_000})).await;
+    assert_eq!(answer["result"]["isError"], true);
+    assert!(text(&answer).contains("max_message_bytes"), "says what to change: {answer}");
+    assert_eq!(text(&call(&server, &session, "fx_echo", json!({"text": "still here"})).await), "still here");
+}
+
+#[tokio::test]
+async fn a_line_that_is_not_json_rpc_is_ignored() {
+    let (server, _) = serve(json!({})).await;
+    wait_for(&server, "fx_garbage", true).await;
+    let session = server.initialize(V).await;
+    assert_eq!(text(&call(&server, &session, "fx_garbage", json!({})).await), "after garbage");
+}
+
+#[tokio::test]
+async fn an_upstreams_list_change_reaches_the_clients() {
+    let (server, _) = serve(json!({})).await;
+    wait_for(&server, "fx_toggle_extra", true).await;
+    let session = server.initialize(V).await;
+    let mut events = SseReader::new(open_get(&server, &session, None).await);
+    call(&server, &session, "fx_toggle_extra", json!({})).await;
+    let heard = loop {
+        match events.next_message_within(Duration::from_secs(10)).await {
+            Some((_, m)) if m["method"] == "notifications/tools/list_changed" => break true,
+            Some(_) => continue,
+            None => break false,
+        }
+    };
+    assert!(heard, "no list_changed on the client's stream");
+    wait_for(&server, "fx_extra", true).await;
+}
+
+#[tokio::test]
+async fn a_dead_upstreams_tools_are_withdrawn_and_say_why_until_it_is_back() {
+    let dir = tempfile::tempdir().expect("dir");
+    let dead = dir.path().join("dead");
+    // Restarts fail while the marker exists, so the upstream stays down as long as the test needs.
+    let script = format!("test -e {} && exit 1; exec python3 {FIXTURE}", dead.display());
+    let (server, _) = serve(json!({"stdio": {"program": "sh", "args": ["-c", script]}})).await;
+    wait_for(&server, "fx_die", true).await;
+    let session = server.initialize(V).await;
+    std::fs::write(&dead, "").expect("marker");
+    let died = call(&server, &session, "fx_die", json!({})).await;
+    assert_eq!(died["result"]["isError"], true, "{died}");
+    wait_for(&server, "fx_echo", false).await;
+    let meanwhile = call(&server, &session, "fx_echo", json!({"text": "x"})).await;
+    assert!(text(&meanwhile).contains("not connected"), "a clear error, not Unknown tool: {meanwhile}");
+    std::fs::remove_file(&dead).expect("marker removed");
+    wait_for(&server, "fx_echo", true).await;
+    assert_eq!(text(&call(&server, &session, "fx_echo", json!({"text": "back"})).await), "back");
+}
+
+#[tokio::test]
+async fn an_upstreams_elicitation_is_relayed_to_a_client_that_can_answer() {
+    let (server, _) = serve(json!({})).await;
+    wait_for(&server, "fx_ask", true).await;
+    let session = server.initialize(V).await;
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "fx_ask", "arguments": {}}});
+    let mut stream = SseReader::new(server.post(&body.to_string(), &[("mcp-session-id", &session)]).await);
+    let (_, asked) = stream.next_message_within(Duration::from_secs(10)).await.expect("a request");
+    assert_eq!(asked["method"], "elicitation/create");
+    assert_eq!(asked["params"]["message"], "What is your name?");
+    let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"name": "Ada"}}});
+    server.post(&answer.to_string(), &[("mcp-session-id", &session)]).await;
+    let (_, done) = stream.next_message_within(Duration::from_secs(10)).await.expect("the result");
+    assert_eq!(text(&done), "hello Ada");
+}
+
+#[tokio::test]
+async fn a_modern_client_is_told_clearly_when_the_upstream_asks_for_input() {
+    let (server, _) = serve(json!({})).await;
+    wait_for(&server, "fx_ask", true).await;
+    let res = server.modern(1, "tools/call", json!({"name": "fx_ask", "arguments": {}}), json!({"elicitation": {}})).await;
+    let answer = response_json(res).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(text(&answer).contains("2025-11-25"), "{answer}");
+}
+
+#[tokio::test]
+async fn the_admin_api_shows_each_upstreams_state() {
+    let (server, _) = serve(json!({})).await;
+    wait_for(&server, "fx_echo", true).await;
+    let status: Value = server.client.get(server.admin_url("/admin/upstreams")).send().await.expect("sent").json().await.expect("json");
+    let fx = &status["upstreams"][0];
+    assert_eq!((fx["name"].as_str(), fx["state"].as_str(), fx["transport"].as_str()), (Some("fx"), Some("connected"), Some("stdio")));
+    assert_eq!(fx["tools"], 11);
+    assert_eq!(fx["server_info"]["name"], "stdio-upstream");
+}
+
+#[tokio::test]
+async fn a_program_that_cannot_be_found_stops_start_up_naming_the_setting() {
+    let data = tempfile::tempdir().expect("dir");
+    let mut settings = crate::common::test_settings(data.path());
+    let upstream = serde_json::from_value(json!({"stdio": {"program": "no-such-mcp-server"}})).expect("settings");
+    settings.upstreams.insert("ghost".into(), upstream);
+    let error = toolgate::app::AppState::new(settings).await.expect_err("refused").to_string();
+    assert!(error.contains("upstreams.ghost.stdio.program"), "{error}");
+}
+
+#[test]
+fn an_upstream_with_both_a_url_and_a_program_is_refused() {
+    let mut settings = toolgate::config::Settings::default();
+    let both = json!({"url": "https://mcp.example.com/mcp", "stdio": {"program": "true"}});
+    settings.upstreams.insert("both".into(), serde_json::from_value(both).expect("settings"));
+    let error = settings.validate().expect_err("refused").to_string();
+    assert!(error.contains("upstreams.both.url") && error.contains("not both"), "{error}");
+}
