@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::audit::{AuditLog, AuditRecord};
 use crate::limits::ClientKey;
-use crate::principal::Principal;
+use crate::principal::{BearerToken, Principal};
 use crate::protocol::jsonrpc::Incoming;
 use crate::telemetry::TraceContext;
 
@@ -22,6 +22,8 @@ pub struct Caller {
     pub ip: Option<IpAddr>,
     /// The trace: the HTTP request's, replaced by `_meta.traceparent` once the body is read.
     pub trace: Option<TraceContext>,
+    /// The verified token itself, only for an upstream's token exchange (see [`BearerToken`]).
+    pub token: Option<BearerToken>,
 }
 
 impl Caller {

@@ -44,3 +44,26 @@ impl Principal {
         self.scopes.contains(s)
     }
 }
+
+/// The verified bearer token a request carried, kept beside its [`Principal`] for one use only:
+/// the `subject_token` of an RFC 8693 token exchange for an upstream MCP server
+/// (`upstream::credentials`). It is never sent anywhere else, never logged (its `Debug` is
+/// redacted) and never serialized, so it never crosses to another replica or into a task row.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BearerToken(std::sync::Arc<str>);
+
+impl BearerToken {
+    pub fn new(token: &str) -> Self {
+        Self(token.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(<redacted>)")
+    }
+}

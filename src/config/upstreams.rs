@@ -62,6 +62,49 @@ pub struct UpstreamSettings {
     /// Per-tool changes, by the upstream's tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolOverride>,
+    /// OAuth credentials for a `url` upstream: toolgate's own (client credentials), or the
+    /// caller's, exchanged for a token meant for the upstream (RFC 8693). Never the caller's
+    /// token itself.
+    pub oauth: Option<OAuthSettings>,
+}
+
+/// `oauth = { … }`: how toolgate gets tokens for an upstream from an authorization server.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthSettings {
+    /// `client_credentials`: every call as toolgate itself. `token_exchange`: every call as its
+    /// caller, with the caller's token exchanged for one whose audience is the upstream; the
+    /// tool list is read with client credentials (or with no token: `discovery = "none"`).
+    pub grant: Grant,
+    /// The authorization server's token endpoint.
+    pub token_url: String,
+    pub client_id: String,
+    /// toolgate's client secret at the authorization server.
+    pub client_secret: Option<HeaderSource>,
+    /// The `audience` parameter: the upstream as the authorization server names it.
+    pub audience: Option<String>,
+    /// The `resource` parameter (RFC 8707): the upstream's URL, when the server uses it.
+    pub resource: Option<String>,
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// `token_exchange` only: how the upstream's tools are listed (no caller is there then).
+    #[serde(default)]
+    pub discovery: Discovery,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Grant {
+    ClientCredentials,
+    TokenExchange,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Discovery {
+    #[default]
+    ClientCredentials,
+    None,
 }
 
 fn default_concurrency() -> usize {
@@ -162,6 +205,26 @@ impl UpstreamSettings {
         if self.timeout_ms == Some(0) || self.connect_timeout_ms == 0 {
             return Err((key("timeout_ms"), "timeout_ms and connect_timeout_ms must be at least 1".into()));
         }
+        if let Some(oauth) = &self.oauth {
+            if self.url.is_none() {
+                return Err((key("oauth"), "OAuth applies to `url` upstreams only".into()));
+            }
+            if self.headers.keys().any(|h| h.eq_ignore_ascii_case("authorization")) {
+                return Err((key("headers"), "an Authorization header and `oauth` cannot both set the upstream's credential".into()));
+            }
+            match url::Url::parse(&oauth.token_url) {
+                Ok(u) if u.scheme() == "https" || (u.scheme() == "http" && is_loopback(&u)) => {}
+                _ => return Err((key("oauth.token_url"), "must be an https:// URL (http:// only on loopback)".into())),
+            }
+            if oauth.client_id.is_empty() {
+                return Err((key("oauth.client_id"), "must not be empty".into()));
+            }
+            if let Some(secret) = &oauth.client_secret
+                && secret.env.is_some() == secret.file.is_some()
+            {
+                return Err((key("oauth.client_secret"), "give exactly one of `env` or `file`".into()));
+            }
+        }
         for (header, source) in &self.headers {
             if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
                 return Err((key("headers"), format!("{header:?} is not a valid header name")));
@@ -171,5 +234,14 @@ impl UpstreamSettings {
             }
         }
         Ok(())
+    }
+}
+
+fn is_loopback(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
     }
 }

@@ -118,6 +118,8 @@ pub const UPSTREAM_CONNECTS: &str = "toolgate_upstream_connects_total";
 pub const UPSTREAM_UP: &str = "toolgate_upstream_up";
 /// Gauge, recorded by `upstream::supervise`.
 pub const UPSTREAM_TOOLS: &str = "toolgate_upstream_tools";
+/// Counter, recorded by `upstream::users`.
+pub const UPSTREAM_TOKEN_EXCHANGES: &str = "toolgate_upstream_token_exchanges_total";
 
 /// Request-path latencies: 100 µs to 10 s.
 const LATENCY_BUCKETS: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
@@ -267,4 +269,8 @@ pub fn describe() {
     describe_counter!(UPSTREAM_CONNECTS, "Connection attempts to upstream MCP servers, by upstream and result (ok, failed).");
     describe_gauge!(UPSTREAM_UP, "1 while the upstream MCP server is connected, 0 otherwise.");
     describe_gauge!(UPSTREAM_TOOLS, "Tools served from the upstream MCP server now.");
+    describe_counter!(
+        UPSTREAM_TOKEN_EXCHANGES,
+        "Caller tokens exchanged for upstream tokens (RFC 8693), by upstream and result (ok, failed)."
+    );
 }

@@ -12,8 +12,8 @@ use super::{
     ACCEPT_ERRORS, AUDIT_BATCH_DURATION, AUDIT_RECORDS_WRITTEN, AUDIT_REPLAYED_RECORDS, AUTH_VALIDATIONS, CONNECTIONS_EVICTED,
     CONNECTIONS_OPEN, INTROSPECTION_CACHE, INTROSPECTION_REQUESTS, JSONRPC_ERRORS, JWKS_REFRESHES, LIST_CHANGED_FANOUT, LIST_CHANGED_SENT,
     MCP_REQUESTS, RATE_LIMIT_REJECTIONS, SSE_STREAMS_OPEN, TASK_DURATION, TASK_INPUT_REQUESTS, TASK_LEASES_LOST, TASKS_CREATED,
-    TASKS_ENDED, TASKS_RUNNING, TOOL_CALL_DURATION, TOOL_CALLS, UPSTREAM_CALL_DURATION, UPSTREAM_CALLS, UPSTREAM_CONNECTS, UPSTREAM_TOOLS,
-    UPSTREAM_UP,
+    TASKS_ENDED, TASKS_RUNNING, TOOL_CALL_DURATION, TOOL_CALLS, UPSTREAM_CALL_DURATION, UPSTREAM_CALLS, UPSTREAM_CONNECTS,
+    UPSTREAM_TOKEN_EXCHANGES, UPSTREAM_TOOLS, UPSTREAM_UP,
 };
 use crate::protocol::jsonrpc::code;
 
@@ -338,6 +338,12 @@ pub fn record_upstream_call(upstream: &str, outcome: &'static str, elapsed: Dura
 /// A connection attempt to `upstream`; its state and tool count after it.
 pub fn upstream_connect(upstream: &str, ok: bool) {
     metrics::counter!(UPSTREAM_CONNECTS, "upstream" => upstream.to_owned(), "result" => if ok { "ok" } else { "failed" }).increment(1);
+}
+
+/// A caller's token exchanged (or not) for `upstream`.
+pub fn upstream_token_exchange(upstream: &str, ok: bool) {
+    metrics::counter!(UPSTREAM_TOKEN_EXCHANGES, "upstream" => upstream.to_owned(), "result" => if ok { "ok" } else { "failed" })
+        .increment(1);
 }
 
 /// Whether `upstream` is connected, and how many of its tools are served.

@@ -193,6 +193,8 @@ pub(crate) struct ContextParts {
     pub version: ProtocolVersion,
     pub mrtr: Option<Arc<Mrtr>>,
     pub principal: Option<Arc<crate::principal::Principal>>,
+    /// The caller's verified token, for an upstream's token exchange only.
+    pub token: Option<crate::principal::BearerToken>,
     /// Set for a call that may still become a task.
     pub escalation: Option<Arc<Escalation>>,
 }
@@ -228,6 +230,7 @@ impl ToolContext {
             version: ProtocolVersion::V2025_11_25,
             mrtr: None,
             principal: None,
+            token: None,
             escalation: None,
         })
     }
@@ -249,6 +252,11 @@ impl ToolContext {
     /// Who is calling (issuer, subject, client id, scopes); `None` when auth is off.
     pub fn principal(&self) -> Option<&crate::principal::Principal> {
         self.parts.principal.as_deref()
+    }
+
+    /// The caller's verified bearer token: only an upstream's token exchange may use it.
+    pub(crate) fn caller_token(&self) -> Option<&crate::principal::BearerToken> {
+        self.parts.token.as_ref()
     }
 
     pub fn protocol_version(&self) -> ProtocolVersion {

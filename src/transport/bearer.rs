@@ -65,6 +65,11 @@ pub async fn require(State(app): State<BearerGate>, mut request: Request, next: 
     match verdict {
         Ok(principal) => {
             crate::metrics::record::auth_ok();
+            // Verified just now: kept for an upstream's token exchange, and nothing else.
+            if let Ok(token) = crate::auth::bearer::bearer_token(request.headers()) {
+                let token = crate::principal::BearerToken::new(token);
+                request.extensions_mut().insert(token);
+            }
             request.extensions_mut().insert(Arc::new(principal));
             next.run(request).await
         }

@@ -39,5 +39,6 @@ pub fn caller(proxies: &TrustedProxies, extensions: &Extensions, headers: &Heade
         request_id: headers::get(headers, &REQUEST_ID).map(Arc::from),
         ip: proxies.client_of(extensions, headers),
         trace: extensions.get::<TraceContext>().copied(),
+        token: extensions.get::<crate::principal::BearerToken>().cloned(),
     }
 }

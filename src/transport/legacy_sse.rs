@@ -156,7 +156,8 @@ pub(crate) async fn forwarded(
     };
     let Ok(message) = Incoming::from_value(value) else { return };
     // Admitted by the replica that received it.
-    let mut caller = Caller { principal, request_id: request_id.map(Arc::from), ip, trace: None };
+    // The token stays with the replica that verified it: no token exchange on this path.
+    let mut caller = Caller { principal, request_id: request_id.map(Arc::from), ip, trace: None, token: None };
     let span = caller.message_span(&message);
     dispatch(app, session, message, caller).instrument(span).await;
 }

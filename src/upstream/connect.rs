@@ -7,7 +7,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use super::error::UpstreamError;
-use super::http::HttpWire;
+use super::http::{Bearer, HttpWire};
 use super::peer::Peer;
 use super::wire::Wire;
 use crate::config::ToolSettings;
@@ -21,12 +21,26 @@ pub struct Handshake {
     pub server_info: Option<Value>,
 }
 
+/// How a connection is opened.
+#[derive(Clone, Debug)]
+pub struct Open {
+    pub bearer: Bearer,
+    /// Open the GET stream for what the upstream says unprompted (`list_changed`): the
+    /// upstream's main connection does; a caller's own connection does not need it.
+    pub listen: bool,
+}
+
 /// Connects and completes the handshake within `connect_timeout_ms`.
-pub async fn connect(name: &str, settings: &UpstreamSettings, tools: &ToolSettings) -> Result<(Peer, Handshake), UpstreamError> {
+pub async fn connect(
+    name: &str,
+    settings: &UpstreamSettings,
+    tools: &ToolSettings,
+    open: Open,
+) -> Result<(Peer, Handshake), UpstreamError> {
     let (peer, http) = match &settings.stdio {
         Some(stdio) => (super::stdio::spawn(name, stdio, tools, settings.max_message_bytes)?, None),
         None => {
-            let wire = HttpWire::new(settings, credentials(settings)?)?;
+            let wire = HttpWire::new(settings, credentials(settings)?, open.bearer)?;
             (Peer::new(name, Wire::Http(wire.clone())), Some(wire))
         }
     };
@@ -35,7 +49,9 @@ pub async fn connect(name: &str, settings: &UpstreamSettings, tools: &ToolSettin
         Ok(handshake) => {
             if let Some(wire) = http {
                 wire.set_version(&handshake.version);
-                tokio::spawn(wire.listen(peer.clone()));
+                if open.listen {
+                    tokio::spawn(wire.listen(peer.clone()));
+                }
             }
             Ok((peer, handshake))
         }
@@ -82,11 +98,5 @@ fn credentials(settings: &UpstreamSettings) -> Result<HeaderMap, UpstreamError> 
 }
 
 fn read_source(source: &HeaderSource) -> Result<String, String> {
-    match (&source.env, &source.file) {
-        (Some(var), _) => std::env::var(var).map_err(|_| format!("the environment variable {var} is not set")),
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .map(|s| s.trim_end_matches(['\r', '\n']).to_owned())
-            .map_err(|e| format!("cannot read {}: {e}", path.display())),
-        (None, None) => Err("give `env` or `file`".into()),
-    }
+    super::credentials::read_secret(source)
 }

@@ -17,6 +17,9 @@ pub enum UpstreamError {
     /// The upstream could not be reached, or answered HTTP with an error status.
     #[error("{0}")]
     Transport(String),
+    /// The authorization server would not exchange the caller's token for the upstream.
+    #[error("the authorization server refused to exchange the caller's token for this upstream: {0}")]
+    Exchange(String),
     /// The upstream answered one request with an HTTP error status.
     #[error("the upstream answered HTTP {0}")]
     Status(u16),

@@ -18,9 +18,9 @@ use crate::protocol::{CallToolResult, Content, Era};
 use crate::tool::{ToolContext, ToolError, ToolOutcome};
 
 pub(super) async fn call(link: Arc<Link>, tool: Arc<str>, ctx: ToolContext) -> ToolOutcome {
-    let Some(peer) = link.peer() else {
-        let why = link.status().last_error.unwrap_or_else(|| "it is connecting".into());
-        return Ok(CallToolResult::error(format!("The upstream MCP server {} is not connected ({why}); try again shortly.", link.name)));
+    let peer = match connection(&link, &ctx).await {
+        Ok(peer) => peer,
+        Err(why) => return Ok(CallToolResult::error(why)),
     };
     let Ok(_permit) = link.bulkhead.acquire().await else {
         return Ok(CallToolResult::error(format!(
@@ -37,6 +37,26 @@ pub(super) async fn call(link: Arc<Link>, tool: Arc<str>, ctx: ToolContext) -> T
         Ok(Err(e)) => Ok(CallToolResult::error(format!("The upstream MCP server {} could not run {tool}: {e}", link.name))),
         Err(stopped) => stopped,
     }
+}
+
+/// The connection a call goes over: the caller's own for a token-exchange upstream, else the
+/// upstream's. `Err` says why there is none, for the model.
+async fn connection(link: &Arc<Link>, ctx: &ToolContext) -> Result<Arc<Peer>, String> {
+    if let Some(users) = &link.users {
+        let Some(token) = ctx.caller_token() else {
+            return Err(format!(
+                "The upstream MCP server {} acts as each caller, and this request carried no token to exchange (is auth off?).",
+                link.name
+            ));
+        };
+        return super::users::peer_for(link, users, token)
+            .await
+            .map_err(|e| format!("The upstream MCP server {} could not be reached as you: {e}", link.name));
+    }
+    link.peer().ok_or_else(|| {
+        let why = link.status().last_error.unwrap_or_else(|| "it is connecting".into());
+        format!("The upstream MCP server {} is not connected ({why}); try again shortly.", link.name)
+    })
 }
 
 /// The upstream's answer, or `Err` when the call ended here first (cancelled, or a question

@@ -29,8 +29,20 @@ const MAX_REDIRECTS: usize = 5;
 #[derive(Clone)]
 pub struct HttpWire(Arc<Inner>);
 
+/// The `Authorization` an HTTP upstream gets.
+#[derive(Clone, Debug)]
+pub enum Bearer {
+    /// None, or a static one among `headers`.
+    None,
+    /// A token minted for this connection alone (a caller's exchanged token).
+    Fixed(Arc<str>),
+    /// toolgate's own, renewed as it expires (client credentials).
+    Own(Arc<super::credentials::OAuth>),
+}
+
 struct Inner {
     client: reqwest::Client,
+    bearer: Bearer,
     url: Url,
     /// The upstream's own credentials (`upstreams.<name>.headers`), never the caller's.
     headers: HeaderMap,
@@ -41,7 +53,7 @@ struct Inner {
 }
 
 impl HttpWire {
-    pub fn new(settings: &UpstreamSettings, headers: HeaderMap) -> Result<Self, UpstreamError> {
+    pub fn new(settings: &UpstreamSettings, headers: HeaderMap, bearer: Bearer) -> Result<Self, UpstreamError> {
         let url = settings.url.as_deref().unwrap_or_default();
         let url = Url::parse(url).map_err(|e| UpstreamError::Transport(format!("url: {e}")))?;
         let exempt: Vec<String> = match (settings.allow_private, url.host_str(), url.port_or_known_default()) {
@@ -61,6 +73,7 @@ impl HttpWire {
             .map_err(|e| UpstreamError::Transport(format!("the HTTP client could not be created: {e}")))?;
         Ok(Self(Arc::new(Inner {
             client,
+            bearer,
             url,
             headers,
             session: Mutex::new(None),
@@ -75,15 +88,20 @@ impl HttpWire {
         *self.0.version.lock() = HeaderValue::from_str(version).ok();
     }
 
-    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
+    async fn request(&self, method: reqwest::Method) -> Result<reqwest::RequestBuilder, UpstreamError> {
         let mut request = self.0.client.request(method, self.0.url.clone()).headers(self.0.headers.clone());
+        match &self.0.bearer {
+            Bearer::None => {}
+            Bearer::Fixed(token) => request = request.bearer_auth(token),
+            Bearer::Own(oauth) => request = request.bearer_auth(oauth.own_token().await?),
+        }
         if let Some(session) = self.0.session.lock().clone() {
             request = request.header(SESSION, session);
         }
         if let Some(version) = self.0.version.lock().clone() {
             request = request.header(VERSION, version);
         }
-        request
+        Ok(request)
     }
 
     /// POSTs one message. For a request (`related`), whatever the answer's body or stream
@@ -92,6 +110,7 @@ impl HttpWire {
         let body = serde_json::to_vec(message).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
         let response = self
             .request(reqwest::Method::POST)
+            .await?
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
             .body(body)
@@ -166,8 +185,15 @@ impl HttpWire {
     pub(super) async fn listen(self, peer: Peer) {
         let mut delay = Duration::from_millis(250);
         while !self.0.stop.is_cancelled() {
+            let request = match self.request(reqwest::Method::GET).await {
+                Ok(r) => r.header(ACCEPT, "text/event-stream"),
+                Err(e) => {
+                    peer.close(e.to_string());
+                    return;
+                }
+            };
             let sent = tokio::select! {
-                sent = self.request(reqwest::Method::GET).header(ACCEPT, "text/event-stream").send() => sent,
+                sent = request.send() => sent,
                 () = self.0.stop.cancelled() => return,
             };
             match sent {
@@ -202,9 +228,11 @@ impl HttpWire {
         if self.0.session.lock().is_none() {
             return;
         }
-        let request = self.request(reqwest::Method::DELETE).timeout(Duration::from_secs(2));
+        let wire = self.clone();
         tokio::spawn(async move {
-            let _ = request.send().await;
+            if let Ok(request) = wire.request(reqwest::Method::DELETE).await {
+                let _ = request.timeout(Duration::from_secs(2)).send().await;
+            }
         });
     }
 }

@@ -12,12 +12,14 @@
 
 pub mod catalog;
 mod connect;
+pub mod credentials;
 pub mod error;
 mod forward;
 mod http;
 pub mod peer;
 mod stdio;
 mod supervise;
+mod users;
 mod wire;
 
 use std::collections::BTreeMap;
@@ -62,6 +64,12 @@ pub struct Link {
     status: Mutex<UpstreamStatus>,
     /// Default call timeout (`tools.default_timeout_secs`) when the upstream sets none.
     pub(crate) default_timeout: std::time::Duration,
+    /// `tools.command` rules for a stdio program.
+    pub(crate) tool_settings: crate::config::ToolSettings,
+    /// Tokens from the authorization server (`oauth`), when set.
+    pub(crate) oauth: Option<Arc<credentials::OAuth>>,
+    /// Token exchange: each caller's own connection.
+    users: Option<users::Users>,
 }
 
 /// An upstream's health as the admin API and metrics show it.
@@ -96,6 +104,17 @@ impl Link {
         self.peer.load_full().filter(|p| !p.is_closed())
     }
 
+    /// How the upstream's own connection (tool discovery, and every call unless calls run as
+    /// their callers) authenticates.
+    fn own_bearer(&self) -> http::Bearer {
+        use crate::config::upstreams::{Discovery, Grant};
+        match &self.oauth {
+            Some(o) if o.settings.grant == Grant::TokenExchange && o.settings.discovery == Discovery::None => http::Bearer::None,
+            Some(o) => http::Bearer::Own(o.clone()),
+            None => http::Bearer::None,
+        }
+    }
+
     pub fn status(&self) -> UpstreamStatus {
         self.status.lock().clone()
     }
@@ -120,6 +139,11 @@ impl Upstreams {
                     .map_err(|e| anyhow::anyhow!("invalid setting upstreams.{name}.stdio.program: {e}"))?;
             }
             let transport = if upstream.stdio.is_some() { "stdio" } else { "http" };
+            let oauth = match &upstream.oauth {
+                Some(o) => Some(Arc::new(credentials::OAuth::new(o).map_err(|e| anyhow::anyhow!("invalid setting upstreams.{name}.{e}"))?)),
+                None => None,
+            };
+            let exchange = upstream.oauth.as_ref().is_some_and(|o| o.grant == crate::config::upstreams::Grant::TokenExchange);
             let status = UpstreamStatus { name: name.clone(), transport, state: "connecting", ..Default::default() };
             let link = Link {
                 name: name.clone(),
@@ -128,6 +152,9 @@ impl Upstreams {
                 bulkhead: Bulkhead::new(upstream.concurrency, upstream.concurrency.saturating_mul(4)),
                 status: Mutex::new(status),
                 default_timeout: std::time::Duration::from_secs(settings.tools.default_timeout_secs),
+                tool_settings: settings.tools.clone(),
+                oauth,
+                users: exchange.then(users::cache),
             };
             links.insert(name.clone(), Arc::new(link));
         }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
-use super::connect::{Handshake, connect};
+use super::connect::{Handshake, Open, connect};
 use super::peer::Peer;
 use super::{Link, Upstreams, catalog, now_ms};
 use crate::metrics::record;
@@ -26,7 +26,7 @@ pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: Cancel
     while !stop.is_cancelled() {
         link.update(|s| s.state = "connecting");
         let attempt = tokio::select! {
-            attempt = connect(&link.name, &link.settings, &upstreams.server.settings.tools) => attempt,
+            attempt = connect(&link.name, &link.settings, &link.tool_settings, Open { bearer: link.own_bearer(), listen: true }) => attempt,
             () = stop.cancelled() => break,
         };
         record::upstream_connect(&link.name, attempt.is_ok());

@@ -55,3 +55,4 @@ mod tooldef_policies;
 mod tooldef_reload;
 mod upstreams;
 mod upstreams_http;
+mod upstreams_oauth;

@@ -15,7 +15,7 @@ use crate::common::{SseReader, TestServer, open_get};
 const V: &str = "2025-11-25";
 
 /// A toolgate in front of `upstream_url` as upstream `up`, with `extra` settings.
-async fn front(upstream_url: &str, extra: Value, adjust: impl FnOnce(&mut toolgate::config::Settings)) -> TestServer {
+pub(crate) async fn front(upstream_url: &str, extra: Value, adjust: impl FnOnce(&mut toolgate::config::Settings)) -> TestServer {
     let mut upstream = json!({"url": upstream_url, "allow_private": true, "connect_timeout_ms": 3000});
     if let (Some(u), Value::Object(extra)) = (upstream.as_object_mut(), extra) {
         u.extend(extra);
@@ -29,11 +29,11 @@ async fn front(upstream_url: &str, extra: Value, adjust: impl FnOnce(&mut toolga
     .await
 }
 
-fn served(server: &TestServer) -> Vec<String> {
+pub(crate) fn served(server: &TestServer) -> Vec<String> {
     server.state().server.tools.snapshot().iter().map(|t| t.name().to_owned()).collect()
 }
 
-async fn wait_for(server: &TestServer, name: &str, present: bool) {
+pub(crate) async fn wait_for(server: &TestServer, name: &str, present: bool) {
     for _ in 0..200 {
         if served(server).iter().any(|n| n == name) == present {
             return;
@@ -60,12 +60,13 @@ async fn wait_error(server: &TestServer, needle: &str) -> String {
     panic!("the upstream's last error never mentioned {needle:?}: {}", upstream_status(server).await);
 }
 
-fn text(response: &Value) -> String {
+pub(crate) fn text(response: &Value) -> String {
     response["result"]["content"][0]["text"].as_str().unwrap_or_default().to_owned()
 }
 
-/// A scripted MCP server: `initialize`, one tool `lookup` whose call is answered by `call`.
-async fn scripted(call: impl Fn() -> ResponseTemplate + Send + Sync + 'static) -> MockServer {
+/// A scripted MCP server: `initialize`, one tool `lookup` whose call (with this JSON-RPC id)
+/// is answered by `call`.
+pub(crate) async fn scripted(call: impl Fn(&Value) -> ResponseTemplate + Send + Sync + 'static) -> MockServer {
     let mock = MockServer::start().await;
     Mock::given(method("POST"))
         .respond_with(move |req: &Request| {
@@ -80,7 +81,7 @@ async fn scripted(call: impl Fn() -> ResponseTemplate + Send + Sync + 'static) -
                 "tools/list" => {
                     reply(json!({"tools": [{"name": "lookup", "description": "Looks up.", "inputSchema": {"type": "object"}}]}))
                 }
-                "tools/call" => call(),
+                "tools/call" => call(&body["id"]),
                 "ping" => reply(json!({})),
                 _ => ResponseTemplate::new(202),
             }
@@ -161,7 +162,8 @@ async fn a_stopped_upstreams_tools_are_withdrawn() {
 #[tokio::test]
 async fn the_callers_token_is_never_sent_upstream_only_the_upstreams_own_credential() {
     let issuer = Issuer::start().await;
-    let mock = scripted(|| ResponseTemplate::new(200).set_body_json(json!({"jsonrpc": "2.0", "id": 3, "result": {"content": []}}))).await;
+    let mock =
+        scripted(|id| ResponseTemplate::new(200).set_body_json(json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}}))).await;
     let secret = tempfile::NamedTempFile::new().expect("file");
     std::fs::write(secret.path(), "upstream-secret\n").expect("secret");
     let headers = json!({"headers": {"Authorization": {"file": secret.path(), "prefix": "Bearer "}}});
@@ -206,7 +208,7 @@ async fn a_private_address_is_refused_unless_the_operator_allows_it() {
 #[tokio::test]
 async fn an_answer_that_is_not_json_gives_a_clear_tool_error_and_the_upstream_stays() {
     let mock =
-        scripted(|| ResponseTemplate::new(200).insert_header("content-type", "application/json").set_body_string("<html>oops")).await;
+        scripted(|_| ResponseTemplate::new(200).insert_header("content-type", "application/json").set_body_string("<html>oops")).await;
     let server = front(&format!("{}/mcp", mock.uri()), json!({}), |_| {}).await;
     wait_for(&server, "up_lookup", true).await;
     let session = server.initialize(V).await;
@@ -218,7 +220,7 @@ async fn an_answer_that_is_not_json_gives_a_clear_tool_error_and_the_upstream_st
 
 #[tokio::test]
 async fn a_hanging_upstream_times_out_with_a_clear_tool_error() {
-    let mock = scripted(|| ResponseTemplate::new(200).set_delay(Duration::from_secs(30))).await;
+    let mock = scripted(|_| ResponseTemplate::new(200).set_delay(Duration::from_secs(30))).await;
     let server = front(&format!("{}/mcp", mock.uri()), json!({"timeout_ms": 300}), |_| {}).await;
     wait_for(&server, "up_lookup", true).await;
     let session = server.initialize(V).await;
@@ -229,8 +231,9 @@ async fn a_hanging_upstream_times_out_with_a_clear_tool_error() {
 #[tokio::test]
 async fn a_huge_answer_is_refused_before_it_is_buffered() {
     let big = "x".repeat(300_000);
-    let mock = scripted(move || {
-        ResponseTemplate::new(200).set_body_json(json!({"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": big}]}}))
+    let mock = scripted(move |id| {
+        ResponseTemplate::new(200)
+            .set_body_json(json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": big}]}}))
     })
     .await;
     let server = front(&format!("{}/mcp", mock.uri()), json!({"max_message_bytes": 65536}), |_| {}).await;

@@ -133,6 +133,7 @@ impl McpServer {
             version: ctx.version,
             mrtr: mrtr.clone(),
             principal: ctx.caller.principal.clone(),
+            token: ctx.caller.token.clone(),
             escalation,
         });
         let ended = match asked {

@@ -117,6 +117,7 @@ impl McpServer {
             version: ctx.version,
             mrtr: None,
             principal: ctx.caller.principal.clone(),
+            token: ctx.caller.token.clone(),
             escalation: None,
         });
         let run_ctx = RequestCtx {

@@ -1,0 +1,174 @@
+//! Tokens for an upstream, from an authorization server: toolgate's own (OAuth client
+//! credentials, through the `oauth2` crate), or the caller's exchanged for one meant for the
+//! upstream (RFC 8693 token exchange: the caller's token is the `subject_token`, the upstream
+//! is the `audience`/`resource`). The `oauth2` crate has no token-exchange grant, so that one
+//! request is built here (ARCHITECTURE.md records why). Both are cached until shortly before
+//! they expire; exchanged tokens per caller token, so one caller's never serves another.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use oauth2::basic::BasicClient;
+use oauth2::{ClientId, ClientSecret, EndpointNotSet, EndpointSet, Scope, TokenResponse, TokenUrl};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::error::UpstreamError;
+use crate::config::upstreams::{HeaderSource, OAuthSettings};
+use crate::principal::BearerToken;
+
+const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+const ACCESS_TOKEN: &str = "urn:ietf:params:oauth:token-type:access_token";
+/// A token is renewed this long before it expires, so no request carries one that lapses on
+/// the way.
+const RENEW_BEFORE: Duration = Duration::from_secs(30);
+/// Lifetime assumed when the server does not say (`expires_in` is optional).
+const ASSUMED_LIFETIME: Duration = Duration::from_secs(300);
+
+type TokenClient = BasicClient<EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
+
+/// A token and when to stop using it.
+#[derive(Clone)]
+pub struct Minted {
+    pub token: Arc<str>,
+    pub renew_at: Instant,
+}
+
+pub struct OAuth {
+    pub settings: OAuthSettings,
+    client: TokenClient,
+    /// The client secret, for the token exchange's HTTP Basic authentication.
+    secret: Option<String>,
+    http: reqwest::Client,
+    own: tokio::sync::Mutex<Option<Minted>>,
+}
+
+impl std::fmt::Debug for OAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuth").field("token_url", &self.settings.token_url).finish_non_exhaustive()
+    }
+}
+
+impl OAuth {
+    pub fn new(settings: &OAuthSettings) -> Result<Self, String> {
+        let url = TokenUrl::new(settings.token_url.clone()).map_err(|e| format!("oauth.token_url: {e}"))?;
+        let mut client = BasicClient::new(ClientId::new(settings.client_id.clone())).set_token_uri(url);
+        let secret = settings.client_secret.as_ref().map(read_secret).transpose().map_err(|e| format!("oauth.client_secret: {e}"))?;
+        if let Some(secret) = &secret {
+            client = client.set_client_secret(ClientSecret::new(secret.clone()));
+        }
+        // No redirects: a redirect must not carry toolgate's credentials or a caller's token elsewhere.
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| format!("cannot build the token endpoint's HTTP client: {e}"))?;
+        Ok(Self { settings: settings.clone(), client, secret, http, own: tokio::sync::Mutex::new(None) })
+    }
+
+    /// toolgate's own token (client credentials), cached until shortly before it expires.
+    pub async fn own_token(&self) -> Result<Arc<str>, UpstreamError> {
+        let mut own = self.own.lock().await;
+        if let Some(minted) = own.as_ref().filter(|m| m.renew_at > Instant::now()) {
+            return Ok(minted.token.clone());
+        }
+        let mut request = self.client.exchange_client_credentials();
+        for scope in &self.settings.scopes {
+            request = request.add_scope(Scope::new(scope.clone()));
+        }
+        if let Some(audience) = &self.settings.audience {
+            request = request.add_extra_param("audience", audience.clone());
+        }
+        if let Some(resource) = &self.settings.resource {
+            request = request.add_extra_param("resource", resource.clone());
+        }
+        let response = request.request_async(&self.http).await.map_err(|e| {
+            let why = match &e {
+                oauth2::RequestTokenError::ServerResponse(r) => format!("refused: {}", r.error()),
+                oauth2::RequestTokenError::Request(_) => "could not be reached".into(),
+                _ => "answered something that is not a token response".into(),
+            };
+            UpstreamError::Transport(format!("the token endpoint {why} (client credentials for the upstream)"))
+        })?;
+        let minted = Minted { token: response.access_token().secret().as_str().into(), renew_at: renew_at(response.expires_in()) };
+        *own = Some(minted.clone());
+        Ok(minted.token)
+    }
+
+    /// The caller's token exchanged for one meant for the upstream (RFC 8693 §2.1).
+    pub async fn exchange(&self, subject: &BearerToken) -> Result<Minted, UpstreamError> {
+        let s = &self.settings;
+        let mut form: Vec<(&str, &str)> = vec![
+            ("grant_type", TOKEN_EXCHANGE),
+            ("subject_token", subject.expose()),
+            ("subject_token_type", ACCESS_TOKEN),
+            ("requested_token_type", ACCESS_TOKEN),
+        ];
+        let scope = s.scopes.join(" ");
+        if !scope.is_empty() {
+            form.push(("scope", &scope));
+        }
+        if let Some(audience) = &s.audience {
+            form.push(("audience", audience));
+        }
+        if let Some(resource) = &s.resource {
+            form.push(("resource", resource));
+        }
+        let mut request = self.http.post(&s.token_url).header(http::header::ACCEPT, "application/json");
+        match &self.secret {
+            Some(secret) => request = request.basic_auth(form_encode(&s.client_id), Some(form_encode(secret))),
+            None => form.push(("client_id", &s.client_id)),
+        }
+        let body = serde_urlencoded_pairs(&form);
+        let response = request
+            .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .map_err(|_| UpstreamError::Transport("the token endpoint could not be reached for the token exchange".into()))?;
+        let status = response.status();
+        let body = response.bytes().await.unwrap_or_default();
+        let answer: Value = serde_json::from_slice(&body).unwrap_or_default();
+        let token = answer.get("access_token").and_then(Value::as_str).filter(|t| !t.is_empty());
+        match token {
+            Some(token) if status.is_success() => {
+                let lifetime = answer.get("expires_in").and_then(Value::as_u64).map(Duration::from_secs);
+                Ok(Minted { token: token.into(), renew_at: renew_at(lifetime) })
+            }
+            _ => {
+                let error = answer.get("error").and_then(Value::as_str).unwrap_or("no token in the answer");
+                let detail = answer.get("error_description").and_then(Value::as_str).map(|d| format!(" ({d})")).unwrap_or_default();
+                Err(UpstreamError::Exchange(format!("HTTP {}: {error}{detail}", status.as_u16()).chars().take(300).collect()))
+            }
+        }
+    }
+}
+
+/// The key a caller's token is cached under: its digest, never the token.
+pub fn token_key(token: &BearerToken) -> [u8; 32] {
+    Sha256::digest(token.expose().as_bytes()).into()
+}
+
+fn renew_at(lifetime: Option<Duration>) -> Instant {
+    let lifetime = lifetime.unwrap_or(ASSUMED_LIFETIME);
+    Instant::now() + lifetime.saturating_sub(RENEW_BEFORE).max(lifetime / 2)
+}
+
+/// RFC 6749 §2.3.1: client id and secret are form-encoded before HTTP Basic.
+fn form_encode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+fn serde_urlencoded_pairs(pairs: &[(&str, &str)]) -> String {
+    url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish()
+}
+
+pub(super) fn read_secret(source: &HeaderSource) -> Result<String, String> {
+    match (&source.env, &source.file) {
+        (Some(var), _) => std::env::var(var).map_err(|_| format!("the environment variable {var} is not set")),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map(|s| s.trim_end_matches(['\r', '\n']).to_owned())
+            .map_err(|e| format!("cannot read {}: {e}", path.display())),
+        (None, None) => Err("give `env` or `file`".into()),
+    }
+}

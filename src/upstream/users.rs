@@ -1,0 +1,77 @@
+//! Connections of their own for the callers of a token-exchange upstream: each caller's token
+//! is exchanged for one meant for the upstream, and calls go over a connection opened with it
+//! (its own MCP session), cached by the caller token's digest until the exchanged token is
+//! due for renewal. A connection made with one caller's token never carries another's call.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use moka::Expiry;
+
+use super::Link;
+use super::connect::{Open, connect};
+use super::credentials::token_key;
+use super::error::UpstreamError;
+use super::http::Bearer;
+use super::peer::Peer;
+use crate::principal::BearerToken;
+
+/// Callers with a connection kept at once; the least recently used goes first.
+const MAX_USERS: u64 = 10_000;
+/// An evicted connection is closed this much later, so a call still on it can finish.
+const CLOSE_GRACE: Duration = Duration::from_secs(60);
+
+#[derive(Clone)]
+pub(super) struct UserPeer {
+    peer: Arc<Peer>,
+    renew_at: Instant,
+}
+
+pub(super) type Users = moka::future::Cache<[u8; 32], UserPeer>;
+
+pub(super) fn cache() -> Users {
+    moka::future::Cache::builder()
+        .max_capacity(MAX_USERS)
+        .expire_after(Renewal)
+        .eviction_listener(|_key, user: UserPeer, _cause| {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    tokio::time::sleep(CLOSE_GRACE).await;
+                    user.peer.close("the caller's exchanged token is due for renewal");
+                });
+            }
+        })
+        .build()
+}
+
+struct Renewal;
+
+impl Expiry<[u8; 32], UserPeer> for Renewal {
+    fn expire_after_create(&self, _key: &[u8; 32], user: &UserPeer, now: std::time::Instant) -> Option<Duration> {
+        Some(user.renew_at.saturating_duration_since(now))
+    }
+}
+
+/// The connection for the caller whose token is `token`, made (exchange, then handshake) if
+/// there is none yet; concurrent first calls of one caller share one exchange.
+pub(super) async fn peer_for(link: &Arc<Link>, users: &Users, token: &BearerToken) -> Result<Arc<Peer>, UpstreamError> {
+    let key = token_key(token);
+    if let Some(user) = users.get(&key).await {
+        if !user.peer.is_closed() {
+            return Ok(user.peer);
+        }
+        users.invalidate(&key).await;
+    }
+    let made = users
+        .try_get_with(key, async {
+            let oauth = link.oauth.as_ref().ok_or_else(|| UpstreamError::Exchange("no oauth settings".into()))?;
+            let exchanged = oauth.exchange(token).await;
+            crate::metrics::record::upstream_token_exchange(&link.name, exchanged.is_ok());
+            let minted = exchanged?;
+            let open = Open { bearer: Bearer::Fixed(minted.token), listen: false };
+            let (peer, _) = connect(&link.name, &link.settings, &link.tool_settings, open).await?;
+            Ok::<_, UpstreamError>(UserPeer { peer: Arc::new(peer), renew_at: minted.renew_at })
+        })
+        .await;
+    made.map(|u| u.peer).map_err(|e| (*e).clone())
+}
