@@ -17,20 +17,23 @@ use crate::common::TestServer;
 use crate::common::idp::Issuer;
 use crate::upstreams_http::{front, scripted, text, wait_for};
 
+/// One token request's form fields.
+type FormFields = Vec<(String, String)>;
+
 /// A token endpoint: client credentials give `svc-token`; a token exchange gives
 /// `as-<subject of the subject token>`, unless the subject is `mallory`.
 struct TokenEndpoint {
     url: String,
-    asked: Arc<Mutex<Vec<Vec<(String, String)>>>>,
+    asked: Arc<Mutex<Vec<FormFields>>>,
 }
 
 impl TokenEndpoint {
     async fn start() -> Self {
-        let asked: Arc<Mutex<Vec<Vec<(String, String)>>>> = Arc::default();
+        let asked: Arc<Mutex<Vec<FormFields>>> = Arc::default();
         let log = asked.clone();
         let app = axum::Router::new().route(
             "/token",
-            post(move |Form(form): Form<Vec<(String, String)>>| {
+            post(move |Form(form): Form<FormFields>| {
                 let log = log.clone();
                 async move {
                     log.lock().push(form.clone());
@@ -53,7 +56,7 @@ impl TokenEndpoint {
         Self { url, asked }
     }
 
-    fn exchanges(&self) -> Vec<Vec<(String, String)>> {
+    fn exchanges(&self) -> Vec<FormFields> {
         self.asked.lock().iter().filter(|f| f.iter().any(|(k, v)| k == "grant_type" && v.contains("token-exchange"))).cloned().collect()
     }
 }
