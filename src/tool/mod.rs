@@ -154,6 +154,8 @@ pub(crate) struct ToolOptions {
     pub(crate) input_before_task: bool,
     /// How long this tool's tasks are kept when the client names no TTL.
     pub(crate) task_ttl: Option<Duration>,
+    /// Where calls really go, for audit records (`upstream=<name> tool=<upstream's name>`).
+    pub(crate) provenance: Option<Arc<str>>,
 }
 
 /// Where a tool comes from. Each source replaces only its own tools; a name belongs to one.
@@ -210,6 +212,11 @@ impl Tool {
 
     pub fn origin(&self) -> Origin {
         self.opts.origin
+    }
+
+    /// Where calls of this tool really go (an upstream server's tool), for audit records.
+    pub fn provenance(&self) -> Option<&str> {
+        self.opts.provenance.as_deref()
     }
 
     /// Scopes a caller must hold to see and call this tool.
@@ -356,6 +363,12 @@ impl ToolBuilder {
     pub(crate) fn origin(mut self, origin: Origin, fingerprint: u64) -> Self {
         self.opts.origin = origin;
         self.opts.fingerprint = fingerprint;
+        self
+    }
+
+    /// Where calls of this tool really go, named in their audit records.
+    pub(crate) fn provenance(mut self, provenance: String) -> Self {
+        self.opts.provenance = Some(provenance.into());
         self
     }
 

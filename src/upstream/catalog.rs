@@ -98,6 +98,7 @@ fn build_one(link: &Arc<Link>, upstream_name: &str, entry: &Value) -> Result<Too
         builder = builder.concurrency(n);
     }
     let fingerprint = fingerprint(&link.name, entry, &format!("{over:?}{s:?}"));
+    builder = builder.provenance(format!("upstream={} tool={upstream_name}", link.name));
     let link = link.clone();
     let target: Arc<str> = upstream_name.into();
     Ok(builder.origin(Origin::Upstream, fingerprint).handler(move |ctx| super::forward::call(link.clone(), target.clone(), ctx)))

@@ -299,3 +299,26 @@ fn an_upstream_with_both_a_url_and_a_program_is_refused() {
     let error = settings.validate().expect_err("refused").to_string();
     assert!(error.contains("upstreams.both.url") && error.contains("not both"), "{error}");
 }
+
+#[tokio::test]
+async fn a_forwarded_calls_audit_record_names_the_upstream_and_its_tool() {
+    let dir = tempfile::tempdir().expect("dir");
+    let upstream =
+        json!({"stdio": {"program": "python3", "args": [FIXTURE], "env_passthrough": ["PATH"]}, "tools": {"echo": {"name": "say"}}});
+    let server = TestServer::with(|s| {
+        s.audit.enabled = true;
+        s.tools.packs.examples = false;
+        s.upstreams.insert("fx".into(), serde_json::from_value(upstream).expect("settings"));
+        s.storage.data_dir = dir.path().to_owned();
+    })
+    .await;
+    wait_for(&server, "say", true).await;
+    let session = server.initialize(V).await;
+    call(&server, &session, "say", json!({"text": "hi"})).await;
+    let settings = server.state().settings.storage.clone();
+    server.running.stop().await.expect("stopped; the audit log is flushed");
+    let store = toolgate::store::Store::connect(&settings).await.expect("store");
+    let records = toolgate::audit::query(&store, &toolgate::audit::AuditFilter::default()).await.expect("query");
+    let record = records.iter().find(|r| r.tool.as_deref() == Some("say")).expect("the call's record");
+    assert_eq!(record.detail.as_deref(), Some("upstream=fx tool=echo"));
+}

@@ -80,8 +80,12 @@ impl McpServer {
         // A call that became a task is recorded as the task's creation; its end gets its own.
         let kind = if report.task.is_some() { EventKind::TaskChange } else { EventKind::ToolCall };
         let mut record = AuditRecord::new(kind, report.outcome).with_tool(name, arguments).with_timing(elapsed, size);
-        if let Some(task) = &report.task {
-            record = record.with_detail(format!("task {task} created"));
+        let provenance = report.tool.as_deref().and_then(|t| t.tool.provenance());
+        match (&report.task, provenance) {
+            (Some(task), Some(p)) => record = record.with_detail(format!("task {task} created; {p}")),
+            (Some(task), None) => record = record.with_detail(format!("task {task} created")),
+            (None, Some(p)) => record = record.with_detail(p),
+            (None, None) => {}
         }
         if let Some(tool) = report.tool.as_deref().filter(|_| report.keep_arguments) {
             let mut sensitive = self.settings.audit.redact_field_refs();

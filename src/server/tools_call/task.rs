@@ -176,9 +176,12 @@ impl McpServer {
         tool.metrics().record(outcome as usize, started.elapsed());
         tasks.finish(id, status, message.as_deref(), &stored).await;
         if let Some(audit) = &ctx.audit {
-            let record = AuditRecord::new(EventKind::TaskChange, outcome)
-                .with_tool(tool.name(), &Value::Null)
-                .with_detail(format!("task {id} {}", status.as_str()));
+            let record = AuditRecord::new(EventKind::TaskChange, outcome).with_tool(tool.name(), &Value::Null).with_detail(
+                match tool.tool.provenance() {
+                    Some(p) => format!("task {id} {}; {p}", status.as_str()),
+                    None => format!("task {id} {}", status.as_str()),
+                },
+            );
             ctx.caller.audit(audit, record.with_timing(started.elapsed(), None)).await;
         }
     }
