@@ -91,7 +91,10 @@ fn build_one(link: &Arc<Link>, upstream_name: &str, entry: &Value) -> Result<Too
     if let Some(title) = title {
         builder = builder.title(title);
     }
-    builder = builder.annotations(annotations(entry.get("annotations"), &over));
+    let hints = annotations(entry.get("annotations"), &over);
+    if hints != ToolAnnotations::default() {
+        builder = builder.annotations(hints);
+    }
     let timeout = over.timeout_ms.or(s.timeout_ms).map(Duration::from_millis).unwrap_or(link.default_timeout);
     builder = builder.timeout(timeout).scopes(s.scopes.iter().chain(&over.scopes).cloned());
     if let Some(n) = over.concurrency {

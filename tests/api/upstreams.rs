@@ -322,3 +322,34 @@ async fn a_forwarded_calls_audit_record_names_the_upstream_and_its_tool() {
     let record = records.iter().find(|r| r.tool.as_deref() == Some("say")).expect("the call's record");
     assert_eq!(record.detail.as_deref(), Some("upstream=fx tool=echo"));
 }
+
+/// The TOML block under `heading` in a Markdown file.
+fn toml_block(markdown: &str, heading: &str) -> String {
+    let section = markdown.split(heading).nth(1).expect("the section");
+    let block = section.split("```toml\n").nth(1).expect("a toml block");
+    block.split("```").next().expect("closed").to_owned()
+}
+
+fn load(toml: &str) -> Result<toolgate::config::Settings, String> {
+    let file = tempfile::Builder::new().suffix(".toml").tempfile().expect("file");
+    std::fs::write(file.path(), toml).expect("written");
+    toolgate::config::Settings::load(Some(file.path())).map_err(|e| format!("{e:?}"))
+}
+
+#[test]
+fn the_readmes_upstream_example_is_valid_configuration() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
+    let settings = load(&toml_block(&readme, "## Upstream MCP servers")).expect("the README's example loads");
+    assert_eq!(settings.upstreams.keys().collect::<Vec<_>>(), ["everything", "wiki"]);
+}
+
+#[test]
+fn the_example_configurations_upstream_block_is_valid_when_uncommented() {
+    let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/config/toolgate.example.toml")).expect("example");
+    let (before, block) = example.split_once("# [upstreams.everything]").expect("the upstream example");
+    let uncommented: String = block.lines().map(|l| l.strip_prefix("# ").unwrap_or(l)).collect::<Vec<_>>().join("\n");
+    let settings = load(&format!("{before}[upstreams.everything]{uncommented}\n")).expect("the uncommented example loads");
+    let everything = &settings.upstreams["everything"];
+    assert_eq!(everything.deny_tools, ["zip"]);
+    assert_eq!(everything.tools["echo"].name.as_deref(), Some("say"));
+}
