@@ -1,7 +1,12 @@
-//! Prompts (`prompts/list`, `prompts/get`) and argument completion for them.
+//! Prompts (`prompts/list`, `prompts/get`) and argument completion for them. Besides its own,
+//! the catalog holds prompts another MCP server serves (an upstream, `source`): listed as that
+//! server lists them (names prefixed), rendered through it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures_util::future::BoxFuture;
 
 use parking_lot::RwLock;
 use serde::Serialize;
@@ -15,6 +20,16 @@ use crate::tool::InputRequest;
 pub type Rendered = Result<Value, Vec<InputRequest>>;
 type RenderFn = Arc<dyn Fn(&HashMap<String, String>, &Map<String, Value>) -> Rendered + Send + Sync>;
 type CompleteFn = Arc<dyn Fn(&str, &str) -> Vec<String> + Send + Sync>;
+/// Renders a prompt through another server: `(name as listed here, arguments)` to its
+/// `prompts/get` result, or why not.
+pub type RemoteGet = Arc<dyn Fn(String, Map<String, Value>) -> BoxFuture<'static, Result<Value, String>> + Send + Sync>;
+
+/// Prompts of one other server, as it lists them (names already prefixed).
+#[derive(Clone)]
+pub struct RemotePrompts {
+    pub prompts: Vec<Value>,
+    pub get: RemoteGet,
+}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct PromptArgument {
@@ -95,6 +110,10 @@ impl Prompt {
 /// All prompts, sorted by name.
 pub struct PromptCatalog {
     prompts: RwLock<Vec<Prompt>>,
+    /// Other servers' prompts, by source.
+    remote: RwLock<BTreeMap<String, RemotePrompts>>,
+    /// Set when other servers may contribute prompts: the capability is offered meanwhile.
+    remote_expected: AtomicBool,
     bus: Arc<dyn EventBus>,
 }
 
@@ -106,11 +125,45 @@ impl std::fmt::Debug for PromptCatalog {
 
 impl PromptCatalog {
     pub fn new(bus: Arc<dyn EventBus>) -> Self {
-        Self { prompts: RwLock::new(Vec::new()), bus }
+        Self { prompts: RwLock::new(Vec::new()), remote: RwLock::default(), remote_expected: AtomicBool::new(false), bus }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.prompts.read().is_empty()
+        self.prompts.read().is_empty() && self.remote.read().is_empty()
+    }
+
+    /// Whether the prompt methods are offered: something is listed, or may be.
+    pub fn is_offered(&self) -> bool {
+        self.remote_expected.load(Ordering::Relaxed) || !self.is_empty()
+    }
+
+    /// Other servers may contribute prompts (upstreams are configured).
+    pub fn expect_remote(&self) {
+        self.remote_expected.store(true, Ordering::Relaxed);
+    }
+
+    /// Makes `remote` what `source` contributes (`None`: nothing); clients hear
+    /// `list_changed` only when the listing changed.
+    pub fn sync_source(&self, source: &str, remote: Option<RemotePrompts>) {
+        let mut all = self.remote.write();
+        let before = all.get(source).map(|r| r.prompts.clone());
+        let after = remote.as_ref().map(|r| r.prompts.clone());
+        match remote {
+            Some(r) => all.insert(source.to_owned(), r),
+            None => all.remove(source),
+        };
+        drop(all);
+        if before != after {
+            self.bus.publish(Change::PromptsListChanged);
+        }
+    }
+
+    /// The other server that renders prompt `name`, if one lists it and no own prompt has it.
+    pub fn remote_get(&self, name: &str) -> Option<RemoteGet> {
+        if self.prompts.read().iter().any(|p| p.name == name) {
+            return None;
+        }
+        self.remote.read().values().find(|r| r.prompts.iter().any(|p| p["name"] == name)).map(|r| r.get.clone())
     }
 
     pub fn has_completions(&self) -> bool {
@@ -126,10 +179,17 @@ impl PromptCatalog {
         self.bus.publish(Change::PromptsListChanged);
     }
 
+    /// One page of every listing, own and other servers', by name (a name two sources list is
+    /// listed once, as the first has it).
     pub fn list(&self, cursor: Option<&str>, size: usize) -> Result<(Vec<Value>, Option<String>), String> {
-        let list = self.prompts.read();
-        let (page, next) = cursor::page(&list, |p| p.name.as_str(), "prompts", cursor, size)?;
-        Ok((page.iter().map(Prompt::listing).collect(), next))
+        let mut list: Vec<Value> = self.prompts.read().iter().map(Prompt::listing).collect();
+        let mut seen: std::collections::HashSet<String> = list.iter().filter_map(|v| v["name"].as_str().map(str::to_owned)).collect();
+        for remote in self.remote.read().values() {
+            list.extend(remote.prompts.iter().filter(|p| p["name"].as_str().is_some_and(|n| seen.insert(n.to_owned()))).cloned());
+        }
+        list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        let (page, next) = cursor::page(&list, |p| p["name"].as_str().unwrap_or_default(), "prompts", cursor, size)?;
+        Ok((page.to_vec(), next))
     }
 
     /// Renders a prompt. `Err` names the unknown prompt or the missing argument; `Ok(Err)`
@@ -149,7 +209,10 @@ impl PromptCatalog {
 
     /// Completion values for a prompt argument; `None` when the prompt is unknown.
     pub fn complete(&self, name: &str, argument: &str, value: &str) -> Option<Vec<String>> {
-        let prompt = self.prompts.read().iter().find(|p| p.name == name).cloned()?;
+        let Some(prompt) = self.prompts.read().iter().find(|p| p.name == name).cloned() else {
+            // Another server's prompt: known, without suggestions here.
+            return self.remote_get(name).map(|_| Vec::new());
+        };
         Some(prompt.complete.map(|f| f(argument, value)).unwrap_or_default())
     }
 }

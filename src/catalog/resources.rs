@@ -1,8 +1,12 @@
-//! Static resources and URI templates, with `resources/read` resolution.
+//! Static resources and URI templates, with `resources/read` resolution. Besides its own,
+//! the catalog holds resources another MCP server serves (an upstream, `source`): listed as
+//! that server lists them, read through it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures_util::future::BoxFuture;
 use parking_lot::RwLock;
 use serde_json::{Value, json};
 
@@ -12,6 +16,16 @@ use crate::protocol::cursor;
 
 type ReadFn = Arc<dyn Fn(&str) -> Vec<ResourceContents> + Send + Sync>;
 type TemplateReadFn = Arc<dyn Fn(&str, &HashMap<String, String>) -> Vec<ResourceContents> + Send + Sync>;
+/// Reads a URI through another server: its `contents` array, or why it could not.
+pub type RemoteRead = Arc<dyn Fn(String) -> BoxFuture<'static, Result<Value, String>> + Send + Sync>;
+
+/// Resources and templates of one other server, as it lists them (names already prefixed).
+#[derive(Clone)]
+pub struct RemoteResources {
+    pub resources: Vec<Value>,
+    pub templates: Vec<Value>,
+    pub read: RemoteRead,
+}
 
 /// A concrete resource.
 #[derive(Clone)]
@@ -90,9 +104,17 @@ impl ResourceTemplate {
 
     /// Matches `uri` against the template; each `{var}` matches one non-empty path segment.
     fn matches(&self, uri: &str) -> Option<HashMap<String, String>> {
+        template_matches(&self.uri_template, uri)
+    }
+}
+
+/// Matches `uri` against an RFC 6570 level-1 template; each `{var}` matches one non-empty path
+/// segment.
+fn template_matches(template: &str, uri: &str) -> Option<HashMap<String, String>> {
+    {
         let mut vars = HashMap::new();
         let mut rest = uri;
-        let mut tpl = self.uri_template.as_str();
+        let mut tpl = template;
         while let Some(open) = tpl.find('{') {
             let literal = &tpl[..open];
             rest = rest.strip_prefix(literal)?;
@@ -123,6 +145,11 @@ fn put_opt(v: &mut Value, key: &str, value: &Option<String>) {
 pub struct ResourceCatalog {
     resources: RwLock<Vec<Resource>>,
     templates: RwLock<Vec<ResourceTemplate>>,
+    /// Other servers' resources, by source; a URI one of them lists is read through it.
+    remote: RwLock<std::collections::BTreeMap<String, RemoteResources>>,
+    /// Set when other servers may contribute resources: the capability is then offered even
+    /// while none are listed yet.
+    remote_expected: AtomicBool,
     bus: Arc<dyn EventBus>,
 }
 
@@ -134,11 +161,43 @@ impl std::fmt::Debug for ResourceCatalog {
 
 impl ResourceCatalog {
     pub fn new(bus: Arc<dyn EventBus>) -> Self {
-        Self { resources: RwLock::new(Vec::new()), templates: RwLock::new(Vec::new()), bus }
+        Self {
+            resources: RwLock::new(Vec::new()),
+            templates: RwLock::new(Vec::new()),
+            remote: RwLock::default(),
+            remote_expected: AtomicBool::new(false),
+            bus,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.resources.read().is_empty() && self.templates.read().is_empty()
+        self.resources.read().is_empty() && self.templates.read().is_empty() && self.remote.read().is_empty()
+    }
+
+    /// Whether the resource methods are offered: something is listed, or may be.
+    pub fn is_offered(&self) -> bool {
+        self.remote_expected.load(Ordering::Relaxed) || !self.is_empty()
+    }
+
+    /// Other servers may contribute resources (upstreams are configured).
+    pub fn expect_remote(&self) {
+        self.remote_expected.store(true, Ordering::Relaxed);
+    }
+
+    /// Makes `remote` what `source` contributes (`None`: nothing); clients hear
+    /// `list_changed` only when a listing changed.
+    pub fn sync_source(&self, source: &str, remote: Option<RemoteResources>) {
+        let mut all = self.remote.write();
+        let before = all.get(source).map(|r| (r.resources.clone(), r.templates.clone()));
+        let after = remote.as_ref().map(|r| (r.resources.clone(), r.templates.clone()));
+        match remote {
+            Some(r) => all.insert(source.to_owned(), r),
+            None => all.remove(source),
+        };
+        drop(all);
+        if before != after {
+            self.bus.publish(Change::ResourcesListChanged);
+        }
     }
 
     pub fn add(&self, resource: Resource) {
@@ -162,31 +221,68 @@ impl ResourceCatalog {
         self.bus.publish(Change::ResourceUpdated(uri.into()));
     }
 
+    /// One page of every listing, own and other servers', in one order by URI (a URI two
+    /// sources list is listed once, as the first has it).
     pub fn list(&self, cursor: Option<&str>, size: usize) -> Result<(Vec<Value>, Option<String>), String> {
-        let list = self.resources.read();
-        let (page, next) = cursor::page(&list, |r| r.uri.as_str(), "resources", cursor, size)?;
-        Ok((page.iter().map(Resource::listing).collect(), next))
+        let list = self.merged(|r| r.resources.iter(), self.resources.read().iter().map(Resource::listing).collect(), "uri");
+        let (page, next) = cursor::page(&list, |v| v["uri"].as_str().unwrap_or_default(), "resources", cursor, size)?;
+        Ok((page.to_vec(), next))
     }
 
     pub fn list_templates(&self, cursor: Option<&str>, size: usize) -> Result<(Vec<Value>, Option<String>), String> {
-        let list = self.templates.read();
-        let (page, next) = cursor::page(&list, |t| t.uri_template.as_str(), "templates", cursor, size)?;
-        Ok((page.iter().map(ResourceTemplate::listing).collect(), next))
+        let own = self.templates.read().iter().map(ResourceTemplate::listing).collect();
+        let list = self.merged(|r| r.templates.iter(), own, "uriTemplate");
+        let (page, next) = cursor::page(&list, |v| v["uriTemplate"].as_str().unwrap_or_default(), "templates", cursor, size)?;
+        Ok((page.to_vec(), next))
     }
 
-    /// Reads a resource by URI, trying concrete resources before templates.
-    pub fn read(&self, uri: &str) -> Option<Vec<ResourceContents>> {
+    fn merged(&self, of: impl Fn(&RemoteResources) -> std::slice::Iter<'_, Value>, mut own: Vec<Value>, key: &str) -> Vec<Value> {
+        let remote = self.remote.read();
+        let mut seen: std::collections::HashSet<String> = own.iter().filter_map(|v| v[key].as_str().map(str::to_owned)).collect();
+        for entries in remote.values() {
+            for entry in of(entries) {
+                if entry[key].as_str().is_some_and(|k| seen.insert(k.to_owned())) {
+                    own.push(entry.clone());
+                }
+            }
+        }
+        own.sort_by(|a, b| a[key].as_str().cmp(&b[key].as_str()));
+        own
+    }
+
+    /// Reads a resource by URI: own resources, then own templates, then the other server that
+    /// lists the URI or a template matching it. `None`: nobody serves it; `Some(Err)`: the other
+    /// server could not read it.
+    pub async fn read(&self, uri: &str) -> Option<Result<Value, String>> {
         let read = self.resources.read().iter().find(|r| r.uri == uri).map(|r| r.read.clone());
         if let Some(read) = read {
-            return Some(read(uri));
+            return Some(Ok(json!(read(uri))));
         }
         let found = self.templates.read().iter().find_map(|t| t.matches(uri).map(|vars| (t.read.clone(), vars)));
-        found.map(|(read, vars)| read(uri, &vars))
+        if let Some((read, vars)) = found {
+            return Some(Ok(json!(read(uri, &vars))));
+        }
+        let remote = self.remote_reader(uri)?;
+        Some(remote(uri.to_owned()).await)
+    }
+
+    /// The other server that serves `uri`: one that lists it, else one with a matching template.
+    fn remote_reader(&self, uri: &str) -> Option<RemoteRead> {
+        let remote = self.remote.read();
+        let listed = remote.values().find(|r| r.resources.iter().any(|v| v["uri"] == uri));
+        let templated = || {
+            remote
+                .values()
+                .find(|r| r.templates.iter().filter_map(|t| t["uriTemplate"].as_str()).any(|t| template_matches(t, uri).is_some()))
+        };
+        listed.or_else(templated).map(|r| r.read.clone())
     }
 
     /// Whether `uri` names something this catalog can read.
     pub fn exists(&self, uri: &str) -> bool {
-        self.resources.read().iter().any(|r| r.uri == uri) || self.templates.read().iter().any(|t| t.matches(uri).is_some())
+        self.resources.read().iter().any(|r| r.uri == uri)
+            || self.templates.read().iter().any(|t| t.matches(uri).is_some())
+            || self.remote_reader(uri).is_some()
     }
 }
 

@@ -13,7 +13,7 @@ fn required_str<'a>(params: &'a Map<String, Value>, key: &str, method: &str) -> 
 }
 
 impl McpServer {
-    pub(super) fn resource_method(&self, method: &str, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
+    pub(super) async fn resource_method(&self, method: &str, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
         let size = self.page_size();
         let listed = |(items, next): (Vec<Value>, Option<String>), key: &str| {
             let mut v = json!({ key: items });
@@ -33,8 +33,9 @@ impl McpServer {
             }
             _ => {
                 let uri = required_str(params, "uri", method)?;
-                match self.resources.read(uri) {
-                    Some(contents) => Ok(json!({ "contents": contents })),
+                match self.resources.read(uri).await {
+                    Some(Ok(contents)) => Ok(json!({ "contents": contents })),
+                    Some(Err(why)) => Err(RpcError::new(code::INTERNAL_ERROR, why).with_data(json!({ "uri": uri }))),
                     None => {
                         // 2025-11-25 uses -32002; the modern era moved it to -32602.
                         let code = if ctx.era() == Era::Modern { code::INVALID_PARAMS } else { code::RESOURCE_NOT_FOUND };
@@ -61,7 +62,7 @@ impl McpServer {
         Ok(json!({}))
     }
 
-    pub(super) fn prompt_method(&self, method: &str, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
+    pub(super) async fn prompt_method(&self, method: &str, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
         if method == "prompts/list" {
             let (items, next) = self.prompts.list(cursor_param(params)?, self.page_size()).map_err(RpcError::invalid_params)?;
             let mut v = json!({ "prompts": items });
@@ -71,6 +72,10 @@ impl McpServer {
             return Ok(v);
         }
         let name = required_str(params, "name", method)?;
+        if let Some(get) = self.prompts.remote_get(name) {
+            let arguments = params.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
+            return get(name.to_owned(), arguments).await.map_err(|why| RpcError::new(code::INTERNAL_ERROR, why));
+        }
         let args = match params.get("arguments") {
             None | Some(Value::Null) => HashMap::new(),
             Some(Value::Object(map)) => map

@@ -120,10 +120,10 @@ impl McpServer {
         caps.insert("tools".into(), json!({ "listChanged": true }));
         // Both eras: legacy by logging/setLevel, modern by the per-request `_meta` logLevel.
         caps.insert("logging".into(), json!({}));
-        if !self.resources.is_empty() {
+        if self.resources.is_offered() {
             caps.insert("resources".into(), json!({ "subscribe": true, "listChanged": true }));
         }
-        if !self.prompts.is_empty() {
+        if self.prompts.is_offered() {
             caps.insert("prompts".into(), json!({ "listChanged": true }));
         }
         if self.prompts.has_completions() {
@@ -191,13 +191,13 @@ impl McpServer {
                 self.call_tool(params, ctx, mrtr).await
             }
             "logging/setLevel" if era == Era::Legacy => self.set_level(params, ctx),
-            "resources/list" | "resources/templates/list" | "resources/read" if !self.resources.is_empty() => {
-                self.resource_method(&req.method, params, ctx)
+            "resources/list" | "resources/templates/list" | "resources/read" if self.resources.is_offered() => {
+                self.resource_method(&req.method, params, ctx).await
             }
-            "resources/subscribe" | "resources/unsubscribe" if !self.resources.is_empty() && era == Era::Legacy => {
+            "resources/subscribe" | "resources/unsubscribe" if self.resources.is_offered() && era == Era::Legacy => {
                 self.subscription_method(&req.method, params, ctx)
             }
-            "prompts/list" | "prompts/get" if !self.prompts.is_empty() => self.prompt_method(&req.method, params, ctx),
+            "prompts/list" | "prompts/get" if self.prompts.is_offered() => self.prompt_method(&req.method, params, ctx).await,
             "completion/complete" if self.prompts.has_completions() => self.complete(params),
             method if self.is_task_method(method, era) => self.task_method(method, params, ctx).await,
             other => Err(RpcError::method_not_found(other)),

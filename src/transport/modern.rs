@@ -262,7 +262,7 @@ async fn listen(app: &McpState, req: &Request, caller: &crate::caller::Caller, t
         Err(refused) => return super::refusal::http(app, &refused, Some(&req.id)),
     };
     let server = &app.server;
-    let mut filter = Filter::parse(notifications, !server.prompts.is_empty(), !server.resources.is_empty());
+    let mut filter = Filter::parse(notifications, server.prompts.is_offered(), server.resources.is_offered());
     filter.task_ids = task_ids;
     let meta = json!({ "io.modelcontextprotocol/subscriptionId": req.id });
     let mut ack = Map::new();

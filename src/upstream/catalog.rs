@@ -17,33 +17,39 @@ use crate::tool::{Origin, Tool, ToolAnnotations, schema, validate_name};
 
 /// Pages of `tools/list` followed at most (a cursor loop ends here).
 const MAX_PAGES: usize = 100;
-/// Tools taken from one upstream at most.
+/// Entries (tools, resources, prompts) taken from one upstream's list at most.
 const MAX_TOOLS: usize = 2000;
 
 /// Every tool the upstream lists, following `nextCursor`.
 pub async fn list_tools(peer: &Peer, timeout: Duration) -> Result<Vec<Value>, UpstreamError> {
-    let mut tools = Vec::new();
+    list_all(peer, "tools/list", "tools", timeout).await
+}
+
+/// Every entry of a paginated list method (`tools/list` → `tools`), following `nextCursor`,
+/// at most [`MAX_TOOLS`] entries in [`MAX_PAGES`] pages.
+pub async fn list_all(peer: &Peer, method: &str, key: &str, timeout: Duration) -> Result<Vec<Value>, UpstreamError> {
+    let mut entries = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
         let params = match &cursor {
             Some(c) => serde_json::json!({ "cursor": c }),
             None => serde_json::json!({}),
         };
-        let page = peer.request("tools/list", params, timeout).await?;
-        let Some(listed) = page.get("tools").and_then(Value::as_array) else {
-            return Err(UpstreamError::Protocol("tools/list answered without a `tools` array".into()));
+        let page = peer.request(method, params, timeout).await?;
+        let Some(listed) = page.get(key).and_then(Value::as_array) else {
+            return Err(UpstreamError::Protocol(format!("{method} answered without a `{key}` array")));
         };
-        tools.extend(listed.iter().cloned());
-        if tools.len() > MAX_TOOLS {
-            return Err(UpstreamError::Protocol(format!("the upstream lists more than {MAX_TOOLS} tools")));
+        entries.extend(listed.iter().cloned());
+        if entries.len() > MAX_TOOLS {
+            return Err(UpstreamError::Protocol(format!("the upstream lists more than {MAX_TOOLS} {key}")));
         }
         match page.get("nextCursor").and_then(Value::as_str) {
             Some(next) if cursor.as_deref() != Some(next) => cursor = Some(next.to_owned()),
-            Some(_) => return Err(UpstreamError::Protocol("tools/list returned the same cursor twice".into())),
-            None => return Ok(tools),
+            Some(_) => return Err(UpstreamError::Protocol(format!("{method} returned the same cursor twice"))),
+            None => return Ok(entries),
         }
     }
-    Err(UpstreamError::Protocol(format!("tools/list has more than {MAX_PAGES} pages")))
+    Err(UpstreamError::Protocol(format!("{method} has more than {MAX_PAGES} pages")))
 }
 
 /// The listed tools as toolgate tools, and the ones skipped with why.

@@ -19,6 +19,8 @@ use crate::protocol::ProtocolVersion;
 pub struct Handshake {
     pub version: String,
     pub server_info: Option<Value>,
+    /// What the upstream says it serves (`tools`, `resources`, `prompts`, …).
+    pub capabilities: Value,
 }
 
 /// How a connection is opened.
@@ -80,7 +82,11 @@ async fn handshake(peer: &Peer, timeout: Duration) -> Result<Handshake, Upstream
         tracing::info!(upstream = ?peer, "the upstream declares no tools capability; listing anyway");
     }
     peer.notify("notifications/initialized", json!({})).await?;
-    Ok(Handshake { version, server_info: result.get("serverInfo").cloned() })
+    Ok(Handshake {
+        version,
+        server_info: result.get("serverInfo").cloned(),
+        capabilities: result.get("capabilities").cloned().unwrap_or_default(),
+    })
 }
 
 /// `upstreams.<name>.headers`, read now (a rotated file is picked up on reconnect).

@@ -16,6 +16,7 @@ pub mod credentials;
 pub mod error;
 mod forward;
 mod http;
+mod offerings;
 pub mod peer;
 mod stdio;
 mod supervise;
@@ -158,6 +159,11 @@ impl Upstreams {
             };
             links.insert(name.clone(), Arc::new(link));
         }
+        if !links.is_empty() {
+            // Resources and prompts may come from an upstream once it connects: offer the methods.
+            server.resources.expect_remote();
+            server.prompts.expect_remote();
+        }
         Ok(Arc::new(Self { server, links, offered: Mutex::default() }))
     }
 
@@ -185,6 +191,9 @@ impl Upstreams {
         let gone = names.iter().filter_map(|n| snapshot.get(n).filter(|t| t.tool.origin() == Origin::Upstream).cloned()).collect();
         self.server.tools.set_withdrawn(upstream, gone, format!("the upstream MCP server {upstream} is not connected ({reason})"));
         self.offer(upstream, Vec::new());
+        if let Some(link) = self.links.get(upstream) {
+            offerings::withdraw(link, self);
+        }
     }
 
     /// `upstream` is back: its tools are served again (by [`Self::offer`]), none withdrawn.

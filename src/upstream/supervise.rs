@@ -86,7 +86,7 @@ async fn serve(link: &Arc<Link>, upstreams: &Upstreams, peer: Peer, handshake: H
     let mut changed = true;
     loop {
         if changed {
-            synced |= sync(link, upstreams, &peer).await;
+            synced |= sync(link, upstreams, &peer, &handshake.capabilities).await;
             changed = false;
         }
         tokio::select! {
@@ -107,11 +107,12 @@ async fn serve(link: &Arc<Link>, upstreams: &Upstreams, peer: Peer, handshake: H
 
 /// Lists the upstream's tools and publishes them; false (with the error recorded) if the
 /// listing failed, in which case a broken connection is closed.
-async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer) -> bool {
+async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities: &serde_json::Value) -> bool {
     let timeout = Duration::from_millis(link.settings.connect_timeout_ms.max(5_000));
     match catalog::list_tools(peer, timeout).await {
         Ok(listed) => {
             let (tools, mut skipped) = catalog::build(link, &listed);
+            skipped.extend(super::offerings::sync(link, upstreams, peer, capabilities).await);
             let count = tools.len();
             skipped.extend(upstreams.restore(&link.name, tools));
             for why in &skipped {

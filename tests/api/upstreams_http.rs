@@ -242,3 +242,59 @@ async fn a_huge_answer_is_refused_before_it_is_buffered() {
     let answer = server.call(&session, 1, "tools/call", json!({"name": "up_lookup", "arguments": {}})).await;
     assert!(text(&answer).contains("max_message_bytes"), "{answer}");
 }
+
+/// A toolgate with the conformance pack (resources, a template, prompts) as upstream `up`.
+async fn conformance_upstream() -> (TestServer, TestServer) {
+    let upstream = TestServer::with(|s| s.tools.packs.conformance = true).await;
+    let server = front(&upstream.url("/mcp"), json!({}), |_| {}).await;
+    wait_for(&server, "up_test_simple_text", true).await;
+    (upstream, server)
+}
+
+#[tokio::test]
+async fn an_upstreams_resources_are_listed_under_its_prefix_and_read_through_it() {
+    let (_upstream, server) = conformance_upstream().await;
+    let session = server.initialize(V).await;
+    let list = server.call(&session, 1, "resources/list", json!({})).await;
+    let listed = list["result"]["resources"].as_array().expect("resources");
+    let text = listed.iter().find(|r| r["uri"] == "test://static-text").expect("the upstream's resource, its URI unchanged");
+    assert_eq!(text["name"], "up_static-text");
+    let read = server.call(&session, 2, "resources/read", json!({"uri": "test://static-text"})).await;
+    assert_eq!(read["result"]["contents"][0]["uri"], "test://static-text");
+    assert!(read["result"]["contents"][0]["text"].as_str().is_some_and(|t| !t.is_empty()), "{read}");
+}
+
+#[tokio::test]
+async fn a_uri_matching_an_upstreams_template_is_read_through_it() {
+    let (_upstream, server) = conformance_upstream().await;
+    let session = server.initialize(V).await;
+    let templates = server.call(&session, 1, "resources/templates/list", json!({})).await;
+    assert_eq!(templates["result"]["resourceTemplates"][0]["uriTemplate"], "test://template/{id}/data");
+    let read = server.call(&session, 2, "resources/read", json!({"uri": "test://template/42/data"})).await;
+    assert!(read["result"]["contents"][0]["text"].as_str().is_some_and(|t| t.contains("Data for ID: 42")), "{read}");
+}
+
+#[tokio::test]
+async fn an_upstreams_prompts_are_listed_under_its_prefix_and_rendered_through_it() {
+    let (_upstream, server) = conformance_upstream().await;
+    let session = server.initialize(V).await;
+    let list = server.call(&session, 1, "prompts/list", json!({})).await;
+    let names: Vec<&str> = list["result"]["prompts"].as_array().expect("prompts").iter().filter_map(|p| p["name"].as_str()).collect();
+    assert!(names.contains(&"up_test_prompt_with_arguments"), "{names:?}");
+    let params = json!({"name": "up_test_prompt_with_arguments", "arguments": {"arg1": "one", "arg2": "two"}});
+    let got = server.call(&session, 2, "prompts/get", params).await;
+    let rendered = got["result"]["messages"][0]["content"]["text"].as_str().unwrap_or_default().to_owned();
+    assert!(rendered.contains("one") && rendered.contains("two"), "{got}");
+}
+
+#[tokio::test]
+async fn a_stopped_upstreams_resources_and_prompts_are_withdrawn() {
+    let (upstream, server) = conformance_upstream().await;
+    upstream.running.stop().await.expect("stopped");
+    wait_for(&server, "up_test_simple_text", false).await;
+    let session = server.initialize(V).await;
+    let list = server.call(&session, 1, "resources/list", json!({})).await;
+    assert_eq!(list["result"]["resources"], json!([]), "{list}");
+    let prompts = server.call(&session, 2, "prompts/list", json!({})).await;
+    assert_eq!(prompts["result"]["prompts"], json!([]), "{prompts}");
+}

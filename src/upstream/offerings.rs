@@ -1,0 +1,109 @@
+//! What an upstream offers besides tools: its resources, resource templates and prompts,
+//! listed in toolgate's catalogs under the upstream's name prefix (URIs unchanged, so links in
+//! its tool results still resolve) and read or rendered through its connection. An upstream
+//! whose calls run as each caller (token exchange) offers tools only: a resource read here has
+//! no caller to act as.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::catalog::list_all;
+use super::peer::Peer;
+use super::{Link, Upstreams};
+use crate::catalog::prompts::RemotePrompts;
+use crate::catalog::resources::RemoteResources;
+
+/// Lists the upstream's resources and prompts (where its capabilities say it has them) and
+/// puts them in the catalogs; a list that fails leaves that kind out and says why.
+pub(super) async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let per_caller = link.users.is_some();
+    let timeout = Duration::from_millis(link.settings.connect_timeout_ms.max(5_000));
+    let prefix = link.settings.prefix_for(&link.name);
+    let resources = match capabilities.get("resources") {
+        Some(_) if !per_caller => match resources(link, peer, &prefix, timeout).await {
+            Ok(r) => Some(r),
+            Err(e) => {
+                problems.push(format!("resources: {e}"));
+                None
+            }
+        },
+        _ => None,
+    };
+    upstreams.server.resources.sync_source(&link.name, resources);
+    let prompts = match capabilities.get("prompts") {
+        Some(_) if !per_caller => match prompts(link, peer, &prefix, timeout).await {
+            Ok(p) => Some(p),
+            Err(e) => {
+                problems.push(format!("prompts: {e}"));
+                None
+            }
+        },
+        _ => None,
+    };
+    upstreams.server.prompts.sync_source(&link.name, prompts);
+    problems
+}
+
+/// Takes the upstream's resources and prompts out of the catalogs.
+pub(super) fn withdraw(link: &Link, upstreams: &Upstreams) {
+    upstreams.server.resources.sync_source(&link.name, None);
+    upstreams.server.prompts.sync_source(&link.name, None);
+}
+
+fn prefixed(mut entry: Value, prefix: &str) -> Value {
+    if let Some(name) = entry.get("name").and_then(Value::as_str) {
+        entry["name"] = json!(format!("{prefix}{name}"));
+    }
+    entry
+}
+
+async fn resources(link: &Arc<Link>, peer: &Peer, prefix: &str, timeout: Duration) -> Result<RemoteResources, super::UpstreamError> {
+    let listed = list_all(peer, "resources/list", "resources", timeout).await?;
+    // Templates are optional even for a server with resources.
+    let templates = list_all(peer, "resources/templates/list", "resourceTemplates", timeout).await.unwrap_or_default();
+    let link = link.clone();
+    Ok(RemoteResources {
+        resources: listed.into_iter().filter(|r| r["uri"].is_string()).map(|r| prefixed(r, prefix)).collect(),
+        templates: templates.into_iter().filter(|t| t["uriTemplate"].is_string()).map(|t| prefixed(t, prefix)).collect(),
+        read: Arc::new(move |uri| {
+            let link = link.clone();
+            Box::pin(async move {
+                let peer = link.peer().ok_or_else(|| format!("the upstream MCP server {} is not connected", link.name))?;
+                let timeout = link.settings.timeout_ms.map_or(link.default_timeout, Duration::from_millis);
+                let read = peer.request("resources/read", json!({ "uri": uri }), timeout).await;
+                read.map(|r| r.get("contents").cloned().unwrap_or_else(|| json!([])))
+                    .map_err(|e| format!("the upstream MCP server {}: {e}", link.name))
+            })
+        }),
+    })
+}
+
+async fn prompts(link: &Arc<Link>, peer: &Peer, prefix: &str, timeout: Duration) -> Result<RemotePrompts, super::UpstreamError> {
+    let listed = list_all(peer, "prompts/list", "prompts", timeout).await?;
+    let mut upstream_names = HashMap::new();
+    let mut prompts = Vec::new();
+    for prompt in listed {
+        let Some(name) = prompt.get("name").and_then(Value::as_str).map(str::to_owned) else { continue };
+        upstream_names.insert(format!("{prefix}{name}"), name);
+        prompts.push(prefixed(prompt, prefix));
+    }
+    let link = link.clone();
+    let upstream_names = Arc::new(upstream_names);
+    Ok(RemotePrompts {
+        prompts,
+        get: Arc::new(move |served: String, arguments: Map<String, Value>| {
+            let (link, names) = (link.clone(), upstream_names.clone());
+            Box::pin(async move {
+                let name = names.get(&served).ok_or_else(|| format!("Unknown prompt: {served}"))?;
+                let peer = link.peer().ok_or_else(|| format!("the upstream MCP server {} is not connected", link.name))?;
+                let timeout = link.settings.timeout_ms.map_or(link.default_timeout, Duration::from_millis);
+                let got = peer.request("prompts/get", json!({ "name": name, "arguments": arguments }), timeout).await;
+                got.map_err(|e| format!("the upstream MCP server {}: {e}", link.name))
+            })
+        }),
+    })
+}
