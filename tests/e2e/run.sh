@@ -3,9 +3,11 @@
 # 1.x and 2.x, TypeScript), over Streamable HTTP and the legacy HTTP+SSE transport, and the
 # 2025-11-25 tasks through the Python 1.x SDK's task API (tests/e2e/py_tasks_client.py), then OAuth
 # end to end against a real authorization server (tests/e2e/oauth.sh), then declarative tools
-# served from nothing but a tools directory (tests/e2e/tools.sh), then the official
-# conformance suite (tests/e2e/conformance.sh, when present). Needs tests/e2e/setup.sh to have
-# run. The last line is always `e2e: N passed, M failed`; exit status 0 only if M is 0.
+# served from nothing but a tools directory (tests/e2e/tools.sh), then the tools of upstream MCP
+# servers (server-everything, FastMCP, rmcp) served through toolgate (tests/e2e/upstreams.sh),
+# then the official conformance suite (tests/e2e/conformance.sh, when present). Needs
+# tests/e2e/setup.sh to have run. The last line is always `e2e: N passed, M failed`; exit status 0
+# only if M is 0.
 #
 # Environment:
 #   HARNESS_DIR            where setup.sh installed the clients (default ~/.cache/toolgate-e2e)
@@ -14,6 +16,8 @@
 #   E2E_CLIENT_TIMEOUT     seconds each client run may take (default 120)
 #   E2E_OAUTH_TIMEOUT      seconds tests/e2e/oauth.sh may take (default 600)
 #   E2E_TOOLS_TIMEOUT      seconds tests/e2e/tools.sh may take (default 300)
+#   E2E_UPSTREAMS_TIMEOUT  seconds tests/e2e/upstreams.sh may take (default 600; the first run
+#                          also builds the rmcp peer)
 #   E2E_CONFORMANCE_TIMEOUT  seconds tests/e2e/conformance.sh may take (default 1500)
 set -euo pipefail
 
@@ -25,6 +29,7 @@ PORTS="${E2E_PORTS:-18200-18299}"
 CLIENT_TIMEOUT="${E2E_CLIENT_TIMEOUT:-120}"
 OAUTH_TIMEOUT="${E2E_OAUTH_TIMEOUT:-600}"
 TOOLS_TIMEOUT="${E2E_TOOLS_TIMEOUT:-300}"
+UPSTREAMS_TIMEOUT="${E2E_UPSTREAMS_TIMEOUT:-600}"
 CONFORMANCE_TIMEOUT="${E2E_CONFORMANCE_TIMEOUT:-1500}"
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/toolgate-e2e.XXXXXX")"
 
@@ -49,7 +54,7 @@ case "$PROFILE" in
 esac
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE/toolgate"
 [ -x "$BIN" ] || { log "no binary at $BIN" && exit 2; }
-export TOOLGATE_BIN="$BIN" # for oauth.sh and conformance.sh
+export TOOLGATE_BIN="$BIN" # for oauth.sh, tools.sh, upstreams.sh and conformance.sh
 
 # ---- server ---------------------------------------------------------------------------------
 # Default auth (dev mode): every client sends a token minted below with this key.
@@ -125,6 +130,12 @@ rc=0
 E2E_CLIENT_TIMEOUT="$CLIENT_TIMEOUT" timeout -k 10 "$TOOLS_TIMEOUT" bash "$E2E/tools.sh" || rc=$?
 [ "$rc" = 124 ] && log "tools.sh: killed after ${TOOLS_TIMEOUT}s"
 record "declarative tools" "$rc"
+
+# ---- upstream MCP servers (starts its own upstreams and server) -----------------------------
+rc=0
+timeout -k 10 "$UPSTREAMS_TIMEOUT" bash "$E2E/upstreams.sh" || rc=$?
+[ "$rc" = 124 ] && log "upstreams.sh: killed after ${UPSTREAMS_TIMEOUT}s"
+record "upstream MCP servers" "$rc"
 
 # ---- conformance suite (starts its own server) ----------------------------------------------
 if [ -f "$E2E/conformance.sh" ]; then

