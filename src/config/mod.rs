@@ -333,6 +333,13 @@ impl Settings {
         }
         for (name, upstream) in &self.upstreams {
             upstream.validate(name).map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
+            let limits = std::iter::once((format!("upstreams.{name}.rate_limit"), &upstream.rate_limit))
+                .chain(upstream.tools.iter().map(|(tool, o)| (format!("upstreams.{name}.tools.{tool}.rate_limit"), &o.rate_limit)));
+            for (key, limit) in limits {
+                if let Some(limit) = limit {
+                    self.limits.validate_tool(&key, limit).map_err(|reason| ConfigError::InvalidAt { key: key.clone(), reason })?;
+                }
+            }
         }
         if self.sse.stream_buffer == 0 || self.sse.keep_alive_secs == 0 {
             return invalid("sse", "stream_buffer and keep_alive_secs must be at least 1");

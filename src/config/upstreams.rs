@@ -48,6 +48,9 @@ pub struct UpstreamSettings {
     /// Most calls to this upstream at once (others wait in a short queue). 32.
     #[serde(default = "default_concurrency")]
     pub concurrency: usize,
+    /// A per-client rate for each of this upstream's tools (`{ per_minute, burst, cost }`,
+    /// as `[limits.tools.<name>]`, which still overrides it for one tool).
+    pub rate_limit: Option<super::limits::ToolLimit>,
     /// Largest message accepted from the upstream, in bytes: a bigger result is refused with a
     /// clear error instead of being buffered. 4 MiB.
     #[serde(default = "default_max_message_bytes")]
@@ -169,6 +172,8 @@ pub struct ToolOverride {
     pub timeout_ms: Option<u64>,
     /// Most calls of this tool at once.
     pub concurrency: Option<usize>,
+    /// This tool's own per-client rate, instead of the upstream's `rate_limit`.
+    pub rate_limit: Option<super::limits::ToolLimit>,
 }
 
 impl UpstreamSettings {

@@ -106,6 +106,9 @@ fn build_one(link: &Arc<Link>, upstream_name: &str, entry: &Value) -> Result<Too
     if let Some(n) = over.concurrency {
         builder = builder.concurrency(n);
     }
+    if let Some(limit) = over.rate_limit.clone().or_else(|| s.rate_limit.clone()) {
+        builder = builder.rate_limit(limit);
+    }
     let fingerprint = fingerprint(&link.name, entry, &format!("{over:?}{s:?}"));
     builder = builder.provenance(format!("upstream={} tool={upstream_name}", link.name));
     let link = link.clone();

@@ -353,3 +353,22 @@ fn the_example_configurations_upstream_block_is_valid_when_uncommented() {
     assert_eq!(everything.deny_tools, ["zip"]);
     assert_eq!(everything.tools["echo"].name.as_deref(), Some("say"));
 }
+
+#[tokio::test]
+async fn an_upstreams_rate_limit_applies_to_each_of_its_tools_per_caller() {
+    let dir = tempfile::tempdir().expect("dir");
+    let upstream = json!({"stdio": {"program": "python3", "args": [FIXTURE], "env_passthrough": ["PATH"]},
+        "rate_limit": {"per_minute": 1, "burst": 1, "cost": 1}});
+    let server = TestServer::with(|s| {
+        s.limits.enabled = true;
+        s.tools.packs.examples = false;
+        s.upstreams.insert("fx".into(), serde_json::from_value(upstream).expect("settings"));
+        s.storage.data_dir = dir.path().to_owned();
+    })
+    .await;
+    wait_for(&server, "fx_echo", true).await;
+    let session = server.initialize(V).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "fx_echo", "arguments": {"text": "a"}}});
+    assert_eq!(server.post(&body.to_string(), &[("mcp-session-id", &session)]).await.status(), 200);
+    assert_eq!(server.post(&body.to_string(), &[("mcp-session-id", &session)]).await.status(), 429, "the second call within the minute");
+}
