@@ -7,8 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use http::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use parking_lot::Mutex;
@@ -144,40 +143,9 @@ impl HttpWire {
     }
 
     /// Dispatches each event of a stream until it ends. A message above the size limit fails
-    /// the related request; the whole stream is bounded too.
+    /// the related request and ends the stream.
     async fn read_events(&self, peer: &Peer, response: reqwest::Response, related: Option<i64>) {
-        let max = self.0.max;
-        let bound = max.saturating_mul(4);
-        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counter = seen.clone();
-        let bytes = response.bytes_stream().map_err(std::io::Error::other).take_while(move |chunk| {
-            let n = chunk.as_ref().map_or(0, |c| c.len());
-            let total = counter.fetch_add(n, std::sync::atomic::Ordering::Relaxed) + n;
-            std::future::ready(total <= bound)
-        });
-        let mut events = bytes.eventsource();
-        while let Some(event) = events.next().await {
-            let Ok(event) = event else { break };
-            if event.data.is_empty() {
-                continue; // a priming event: only an id for resumption
-            }
-            if event.data.len() > max {
-                match related {
-                    Some(id) => peer.fail(id, UpstreamError::TooLarge(max)),
-                    None => tracing::warn!(upstream = ?peer, "dropped an event larger than max_message_bytes"),
-                }
-                continue;
-            }
-            match serde_json::from_str::<Value>(&event.data) {
-                Ok(message) => peer.dispatch(message, related),
-                Err(_) => tracing::warn!(upstream = ?peer, "ignored an event that is not JSON-RPC"),
-            }
-        }
-        if let Some(id) = related
-            && seen.load(std::sync::atomic::Ordering::Relaxed) > bound
-        {
-            peer.fail(id, UpstreamError::TooLarge(max));
-        }
+        read_events(peer, response, related, self.0.max).await;
     }
 
     /// Listens on the GET stream while the connection lives. An upstream without one (405)
@@ -237,7 +205,39 @@ impl HttpWire {
     }
 }
 
-fn is_event_stream(headers: &HeaderMap) -> bool {
+/// Dispatches each event of `response` until it ends; see [`HttpWire::read_events`].
+pub(super) async fn read_events(peer: &Peer, response: reqwest::Response, related: Option<i64>, max: usize) {
+    let mut events = std::pin::pin!(super::events::events(response, max));
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                match related {
+                    Some(id) => peer.fail(id, e),
+                    None => tracing::warn!(upstream = ?peer, error = %e, "the upstream's event stream ended"),
+                }
+                return;
+            }
+        };
+        // A priming event carries only an id for resumption; `endpoint` is the legacy transport's.
+        if event.data.is_empty() || event.event == "endpoint" {
+            continue;
+        }
+        if event.data.len() > max {
+            match related {
+                Some(id) => peer.fail(id, UpstreamError::TooLarge(max)),
+                None => tracing::warn!(upstream = ?peer, "dropped an event larger than max_message_bytes"),
+            }
+            continue;
+        }
+        match serde_json::from_str::<Value>(&event.data) {
+            Ok(message) => peer.dispatch(message, related),
+            Err(_) => tracing::warn!(upstream = ?peer, "ignored an event that is not JSON-RPC"),
+        }
+    }
+}
+
+pub(super) fn is_event_stream(headers: &HeaderMap) -> bool {
     headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/event-stream"))
 }
 

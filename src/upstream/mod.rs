@@ -14,6 +14,7 @@ pub mod catalog;
 mod connect;
 pub mod credentials;
 pub mod error;
+mod events;
 mod forward;
 mod http;
 mod offerings;

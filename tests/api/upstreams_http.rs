@@ -298,3 +298,16 @@ async fn a_stopped_upstreams_resources_and_prompts_are_withdrawn() {
     let prompts = server.call(&session, 2, "prompts/list", json!({})).await;
     assert_eq!(prompts["result"]["prompts"], json!([]), "{prompts}");
 }
+
+#[tokio::test]
+async fn an_event_without_end_is_cut_at_the_size_bound() {
+    let endless = format!("data: {}", "x".repeat(400_000));
+    let mock =
+        scripted(move |_| ResponseTemplate::new(200).insert_header("content-type", "text/event-stream").set_body_string(endless.clone()))
+            .await;
+    let server = front(&format!("{}/mcp", mock.uri()), json!({"max_message_bytes": 65536}), |_| {}).await;
+    wait_for(&server, "up_lookup", true).await;
+    let session = server.initialize(V).await;
+    let answer = server.call(&session, 1, "tools/call", json!({"name": "up_lookup", "arguments": {}})).await;
+    assert!(text(&answer).contains("max_message_bytes"), "{answer}");
+}
