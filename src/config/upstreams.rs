@@ -26,6 +26,11 @@ pub struct UpstreamSettings {
     pub stdio: Option<StdioSettings>,
     /// A remote server's Streamable HTTP endpoint (`http://` or `https://`).
     pub url: Option<String>,
+    /// How `url` is spoken: `streamable_http`, `sse` (the deprecated 2024-11-05 HTTP+SSE
+    /// transport: `url` is its event stream), or `auto` (the default: Streamable HTTP, and the
+    /// SSE transport when the first POST is refused with 400, 404 or 405).
+    #[serde(default)]
+    pub transport: HttpTransport,
     /// Lets `url` be a loopback, private or link-local address: exactly its host and port are
     /// exempt from the SSRF policy (redirects elsewhere are still checked). Internal MCP
     /// servers usually need it; off by default.
@@ -120,6 +125,15 @@ fn default_max_message_bytes() -> usize {
 
 fn default_connect_timeout_ms() -> u64 {
     10_000
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum HttpTransport {
+    #[default]
+    Auto,
+    StreamableHttp,
+    Sse,
 }
 
 /// `stdio = { … }`: the same rules as a `command` tool's program (no shell, an empty

@@ -8,10 +8,11 @@ use serde_json::{Value, json};
 
 use super::error::UpstreamError;
 use super::http::{Bearer, HttpWire};
+use super::legacy_sse::SseWire;
 use super::peer::Peer;
 use super::wire::Wire;
 use crate::config::ToolSettings;
-use crate::config::upstreams::{HeaderSource, UpstreamSettings};
+use crate::config::upstreams::{HeaderSource, HttpTransport, UpstreamSettings};
 use crate::protocol::ProtocolVersion;
 
 /// What the upstream said about itself.
@@ -32,21 +33,46 @@ pub struct Open {
     pub listen: bool,
 }
 
-/// Connects and completes the handshake within `connect_timeout_ms`.
+/// Connects and completes the handshake within `connect_timeout_ms`. A `url` upstream on
+/// `transport = "auto"` that refuses the first POST (400, 404, 405) is tried on the 2024-11-05
+/// SSE transport, as the spec's backwards-compatibility section describes.
 pub async fn connect(
     name: &str,
     settings: &UpstreamSettings,
     tools: &ToolSettings,
     open: Open,
 ) -> Result<(Peer, Handshake), UpstreamError> {
-    let (peer, http) = match &settings.stdio {
-        Some(stdio) => (super::stdio::spawn(name, stdio, tools, settings.max_message_bytes)?, None),
-        None => {
-            let wire = HttpWire::new(settings, credentials(settings)?, open.bearer)?;
-            (Peer::new(name, Wire::Http(wire.clone())), Some(wire))
-        }
-    };
     let timeout = Duration::from_millis(settings.connect_timeout_ms);
+    if let Some(stdio) = &settings.stdio {
+        let peer = super::stdio::spawn(name, stdio, tools, settings.max_message_bytes)?;
+        return finish(peer, None, timeout, &open).await;
+    }
+    if settings.transport == HttpTransport::Sse {
+        return connect_sse(name, settings, &open, timeout).await;
+    }
+    let wire = HttpWire::new(settings, credentials(settings)?, open.bearer.clone())?;
+    let peer = Peer::new(name, Wire::Http(wire.clone()));
+    match finish(peer, Some(wire), timeout, &open).await {
+        Err(UpstreamError::Status(400 | 404 | 405)) if settings.transport == HttpTransport::Auto => {
+            connect_sse(name, settings, &open, timeout).await
+        }
+        other => other,
+    }
+}
+
+async fn connect_sse(name: &str, settings: &UpstreamSettings, open: &Open, timeout: Duration) -> Result<(Peer, Handshake), UpstreamError> {
+    let wire = SseWire::new(settings, credentials(settings)?, open.bearer.clone())?;
+    let peer = Peer::new(name, Wire::Sse(wire.clone()));
+    if let Err(e) = wire.open(&peer, timeout).await {
+        peer.close(e.to_string());
+        return Err(e);
+    }
+    finish(peer, None, timeout, open).await
+}
+
+/// The handshake on a connected wire; a Streamable HTTP one then names the negotiated version
+/// on every request and listens on its GET stream.
+async fn finish(peer: Peer, http: Option<HttpWire>, timeout: Duration, open: &Open) -> Result<(Peer, Handshake), UpstreamError> {
     match handshake(&peer, timeout).await {
         Ok(handshake) => {
             if let Some(wire) = http {

@@ -53,23 +53,7 @@ struct Inner {
 
 impl HttpWire {
     pub fn new(settings: &UpstreamSettings, headers: HeaderMap, bearer: Bearer) -> Result<Self, UpstreamError> {
-        let url = settings.url.as_deref().unwrap_or_default();
-        let url = Url::parse(url).map_err(|e| UpstreamError::Transport(format!("url: {e}")))?;
-        let exempt: Vec<String> = match (settings.allow_private, url.host_str(), url.port_or_known_default()) {
-            (true, Some(host), Some(port)) => vec![format!("{}:{port}", host.trim_start_matches('[').trim_end_matches(']'))],
-            _ => Vec::new(),
-        };
-        let policy = AddressPolicy::new(&exempt, &Default::default());
-        policy.check_url(&url).map_err(|r| UpstreamError::Transport(refusal_hint(&r)))?;
-        let client = reqwest::Client::builder()
-            .use_rustls_tls()
-            .no_proxy()
-            .dns_resolver(Arc::new(GuardedResolver::new(policy.clone())))
-            .redirect(redirect_policy(policy, MAX_REDIRECTS, !headers.is_empty()))
-            .connect_timeout(Duration::from_millis(settings.connect_timeout_ms))
-            .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| UpstreamError::Transport(format!("the HTTP client could not be created: {e}")))?;
+        let (client, url) = client(settings, &headers)?;
         Ok(Self(Arc::new(Inner {
             client,
             bearer,
@@ -88,12 +72,8 @@ impl HttpWire {
     }
 
     async fn request(&self, method: reqwest::Method) -> Result<reqwest::RequestBuilder, UpstreamError> {
-        let mut request = self.0.client.request(method, self.0.url.clone()).headers(self.0.headers.clone());
-        match &self.0.bearer {
-            Bearer::None => {}
-            Bearer::Fixed(token) => request = request.bearer_auth(token),
-            Bearer::Own(oauth) => request = request.bearer_auth(oauth.own_token().await?),
-        }
+        let request = self.0.client.request(method, self.0.url.clone());
+        let mut request = authorize(request, &self.0.headers, &self.0.bearer).await?;
         if let Some(session) = self.0.session.lock().clone() {
             request = request.header(SESSION, session);
         }
@@ -237,6 +217,42 @@ pub(super) async fn read_events(peer: &Peer, response: reqwest::Response, relate
     }
 }
 
+/// The HTTP client for an upstream under the address policy, and its URL checked against it.
+pub(super) fn client(settings: &UpstreamSettings, headers: &HeaderMap) -> Result<(reqwest::Client, Url), UpstreamError> {
+    let url = settings.url.as_deref().unwrap_or_default();
+    let url = Url::parse(url).map_err(|e| UpstreamError::Transport(format!("url: {e}")))?;
+    let exempt: Vec<String> = match (settings.allow_private, url.host_str(), url.port_or_known_default()) {
+        (true, Some(host), Some(port)) => vec![format!("{}:{port}", host.trim_start_matches('[').trim_end_matches(']'))],
+        _ => Vec::new(),
+    };
+    let policy = AddressPolicy::new(&exempt, &Default::default());
+    policy.check_url(&url).map_err(|r| UpstreamError::Transport(refusal_hint(&r)))?;
+    let client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .no_proxy()
+        .dns_resolver(Arc::new(GuardedResolver::new(policy.clone())))
+        .redirect(redirect_policy(policy, MAX_REDIRECTS, !headers.is_empty()))
+        .connect_timeout(Duration::from_millis(settings.connect_timeout_ms))
+        .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| UpstreamError::Transport(format!("the HTTP client could not be created: {e}")))?;
+    Ok((client, url))
+}
+
+/// Adds the upstream's own credentials to a request: its headers and its bearer token.
+pub(super) async fn authorize(
+    request: reqwest::RequestBuilder,
+    headers: &HeaderMap,
+    bearer: &Bearer,
+) -> Result<reqwest::RequestBuilder, UpstreamError> {
+    let request = request.headers(headers.clone());
+    Ok(match bearer {
+        Bearer::None => request,
+        Bearer::Fixed(token) => request.bearer_auth(token),
+        Bearer::Own(oauth) => request.bearer_auth(oauth.own_token().await?),
+    })
+}
+
 pub(super) fn is_event_stream(headers: &HeaderMap) -> bool {
     headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/event-stream"))
 }
@@ -253,7 +269,7 @@ async fn read_limited(mut response: reqwest::Response, max: usize) -> Result<Vec
 }
 
 /// Why a request did not get an HTTP answer, naming an address-policy refusal as such.
-fn send_error(error: &reqwest::Error) -> UpstreamError {
+pub(super) fn send_error(error: &reqwest::Error) -> UpstreamError {
     if let Some(refusal) = find_cause::<Refusal>(error) {
         return UpstreamError::Transport(refusal_hint(refusal));
     }
@@ -275,7 +291,7 @@ fn refusal_hint(refusal: &Refusal) -> String {
     format!("{refusal} (set upstreams.<name>.allow_private = true for an internal server)")
 }
 
-fn status_error(response: &reqwest::Response, had_session: bool) -> UpstreamError {
+pub(super) fn status_error(response: &reqwest::Response, had_session: bool) -> UpstreamError {
     let status = response.status();
     match status {
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {

@@ -17,6 +17,7 @@ pub mod error;
 mod events;
 mod forward;
 mod http;
+mod legacy_sse;
 mod offerings;
 pub mod peer;
 mod stdio;
@@ -78,7 +79,7 @@ pub struct Link {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct UpstreamStatus {
     pub name: String,
-    /// `stdio` or `http`.
+    /// `stdio`, `http` (Streamable HTTP) or `sse` (the 2024-11-05 transport).
     pub transport: &'static str,
     /// `connecting`, `connected` or `disconnected`.
     pub state: &'static str,

@@ -80,6 +80,15 @@ impl Peer {
         }
     }
 
+    /// `stdio`, `http` (Streamable HTTP) or `sse` (the 2024-11-05 transport).
+    pub fn transport(&self) -> &'static str {
+        match self.inner.wire {
+            Wire::Stdio(_) => "stdio",
+            Wire::Http(_) => "http",
+            Wire::Sse(_) => "sse",
+        }
+    }
+
     /// Sends a request and waits for its answer, at most `timeout`.
     pub async fn request(&self, method: &str, params: Value, timeout: Duration) -> Reply {
         let mut call = self.start(method, params, None, false);

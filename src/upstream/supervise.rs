@@ -77,6 +77,7 @@ pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: Cancel
 /// least once (the connection was useful, so the backoff starts over).
 async fn serve(link: &Arc<Link>, upstreams: &Upstreams, peer: Peer, handshake: Handshake, stop: &CancellationToken) -> bool {
     link.update(|s| {
+        s.transport = peer.transport();
         s.protocol_version = Some(handshake.version.clone());
         s.server_info = handshake.server_info.clone();
     });

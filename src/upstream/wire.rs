@@ -1,15 +1,19 @@
-//! The two ways messages reach an upstream: a child process's stdio, or Streamable HTTP.
+//! The ways messages reach an upstream: a child process's stdio, Streamable HTTP, or the
+//! deprecated 2024-11-05 HTTP+SSE transport.
 
 use serde_json::Value;
 
 use super::error::UpstreamError;
 use super::http::HttpWire;
+use super::legacy_sse::SseWire;
 use super::peer::Peer;
 use super::stdio::StdioWire;
 
 pub enum Wire {
     Stdio(StdioWire),
     Http(HttpWire),
+    /// The deprecated 2024-11-05 HTTP+SSE transport.
+    Sse(SseWire),
 }
 
 impl Wire {
@@ -38,6 +42,18 @@ impl Wire {
                 })
                 .abort_handle()
             }
+            Self::Sse(w) => {
+                let sse = w.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = sse.post(&message).await {
+                        if e.is_connection_lost() {
+                            peer.close(e.to_string());
+                        }
+                        peer.fail(id, e);
+                    }
+                })
+                .abort_handle()
+            }
         }
     }
 
@@ -46,6 +62,7 @@ impl Wire {
         match self {
             Self::Stdio(w) => StdioWire::write(&w.lines(), &message).await,
             Self::Http(w) => w.post(peer, &message, None).await,
+            Self::Sse(w) => w.post(&message).await,
         }
     }
 
@@ -54,6 +71,7 @@ impl Wire {
         match self {
             Self::Stdio(w) => w.stop(),
             Self::Http(w) => w.end_session(),
+            Self::Sse(w) => w.stop(),
         }
     }
 }

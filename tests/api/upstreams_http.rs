@@ -311,3 +311,41 @@ async fn an_event_without_end_is_cut_at_the_size_bound() {
     let answer = server.call(&session, 1, "tools/call", json!({"name": "up_lookup", "arguments": {}})).await;
     assert!(text(&answer).contains("max_message_bytes"), "{answer}");
 }
+
+#[tokio::test]
+async fn an_upstream_on_the_2024_11_05_sse_transport_is_served() {
+    let upstream = TestServer::start().await;
+    let server = front(&upstream.url("/sse"), json!({"transport": "sse"}), |_| {}).await;
+    wait_for(&server, "up_calculate_sum", true).await;
+    let session = server.initialize(V).await;
+    let sum = server.call(&session, 1, "tools/call", json!({"name": "up_calculate_sum", "arguments": {"a": 20, "b": 22}})).await;
+    assert_eq!(text(&sum), "42");
+    assert_eq!(upstream_status(&server).await["transport"], "sse");
+}
+
+#[tokio::test]
+async fn an_sse_only_upstream_is_found_when_the_transport_is_auto() {
+    let upstream = TestServer::start().await;
+    let server = front(&upstream.url("/sse"), json!({}), |_| {}).await;
+    wait_for(&server, "up_echo", true).await;
+    assert_eq!(upstream_status(&server).await["transport"], "sse", "a refused POST falls back to the SSE transport");
+}
+
+#[tokio::test]
+async fn an_sse_upstreams_progress_reaches_the_client() {
+    let upstream = TestServer::with(|s| s.tools.packs.conformance = true).await;
+    let server = front(&upstream.url("/sse"), json!({"transport": "sse"}), |_| {}).await;
+    wait_for(&server, "up_test_tool_with_progress", true).await;
+    let session = server.initialize(V).await;
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "up_test_tool_with_progress", "arguments": {}, "_meta": {"progressToken": "t"}}});
+    let mut stream = SseReader::new(server.post(&body.to_string(), &[("mcp-session-id", &session)]).await);
+    let mut steps = 0;
+    while let Some((_, m)) = stream.next_message_within(Duration::from_secs(10)).await {
+        match m["method"].as_str() {
+            Some("notifications/progress") => steps += 1,
+            _ => break,
+        }
+    }
+    assert_eq!(steps, 3);
+}
