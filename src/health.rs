@@ -1,5 +1,5 @@
 //! Readiness: what `/readyz` reports (not draining, the database answering, tokens
-//! verifiable), kept fresh by a background probe (`app::background`) so the endpoint itself
+//! verifiable, upstreams marked `required` connected), kept fresh by a background probe (`app::background`) so the endpoint itself
 //! stays cheap.
 
 use std::sync::Arc;
@@ -24,6 +24,9 @@ pub async fn ready(State(state): State<Readiness>) -> (StatusCode, String) {
     if !state.health.tokens.load(Ordering::Relaxed) {
         return (unavailable, "not ready: issuer keys or the introspection endpoint not reached yet".into());
     }
+    if let Some(name) = state.upstreams.missing_required() {
+        return (unavailable, format!("not ready: the upstream MCP server {name} (required = true) is not connected"));
+    }
     (StatusCode::OK, "ready".into())
 }
 
@@ -31,6 +34,8 @@ pub async fn ready(State(state): State<Readiness>) -> (StatusCode, String) {
 #[derive(Clone, Debug)]
 pub struct Readiness {
     pub health: Arc<Health>,
+    /// Upstreams marked `required` must be connected.
+    pub upstreams: Arc<crate::upstream::Upstreams>,
     /// Cancelled when shutdown begins.
     pub shutdown: CancellationToken,
 }

@@ -109,7 +109,7 @@ impl FromRef<AppState> for BearerGate {
 
 impl FromRef<AppState> for Readiness {
     fn from_ref(state: &AppState) -> Self {
-        Readiness { health: state.health.clone(), shutdown: state.shutdown.clone() }
+        Readiness { health: state.health.clone(), upstreams: state.upstreams.clone(), shutdown: state.shutdown.clone() }
     }
 }
 

@@ -36,6 +36,10 @@ pub struct UpstreamSettings {
     /// servers usually need it; off by default.
     #[serde(default)]
     pub allow_private: bool,
+    /// Readiness (`/readyz`) waits for this upstream to be connected. Off by default: a
+    /// replica serves its other tools while an upstream is away.
+    #[serde(default)]
+    pub required: bool,
     /// Put before every tool name of this upstream. Unset: the upstream's name and `_`.
     pub prefix: Option<String>,
     /// Upstream tool names to serve; empty serves all (but `deny_tools`).

@@ -176,6 +176,11 @@ impl Upstreams {
         }
     }
 
+    /// The first upstream marked `required` that is not connected, if any (for readiness).
+    pub fn missing_required(&self) -> Option<&str> {
+        self.links.values().find(|l| l.settings.required && l.peer().is_none()).map(|l| l.name.as_str())
+    }
+
     pub fn statuses(&self) -> Vec<UpstreamStatus> {
         self.links.values().map(|l| l.status()).collect()
     }

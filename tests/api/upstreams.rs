@@ -372,3 +372,24 @@ async fn an_upstreams_rate_limit_applies_to_each_of_its_tools_per_caller() {
     assert_eq!(server.post(&body.to_string(), &[("mcp-session-id", &session)]).await.status(), 200);
     assert_eq!(server.post(&body.to_string(), &[("mcp-session-id", &session)]).await.status(), 429, "the second call within the minute");
 }
+
+#[tokio::test]
+async fn readiness_waits_only_for_upstreams_marked_required() {
+    let dir = tempfile::tempdir().expect("dir");
+    let dead = dir.path().join("dead");
+    std::fs::write(&dead, "").expect("marker");
+    let script = format!("test -e {} && exit 1; exec python3 {FIXTURE}", dead.display());
+    let (server, _) = serve(json!({"required": true, "stdio": {"program": "sh", "args": ["-c", script]}})).await;
+    let ready = server.client.get(server.url("/readyz")).send().await.expect("sent");
+    assert_eq!(ready.status(), 503);
+    assert!(ready.text().await.expect("body").contains("upstream MCP server fx"), "names the upstream");
+    std::fs::remove_file(&dead).expect("marker removed");
+    wait_for(&server, "fx_echo", true).await;
+    assert_eq!(server.client.get(server.url("/readyz")).send().await.expect("sent").status(), 200);
+}
+
+#[tokio::test]
+async fn readiness_does_not_wait_for_an_upstream_not_marked_required() {
+    let (server, _) = serve(json!({"stdio": {"program": "sh", "args": ["-c", "exit 1"]}})).await;
+    assert_eq!(server.client.get(server.url("/readyz")).send().await.expect("sent").status(), 200);
+}
