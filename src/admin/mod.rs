@@ -12,6 +12,9 @@
 //! POST   /admin/tools/{name}/disable     enabled = false   idempotent
 //! GET    /admin/sources                  each source's last reload and error
 //! GET    /admin/upstreams                each upstream MCP server's state
+//! GET    /admin/upstreams/{name}         one, with its stored definition
+//! PUT    /admin/upstreams/{name}         store a definition (create 201 / replace 200), If-Match
+//! DELETE /admin/upstreams/{name}         delete a stored definition   204
 //! POST   /admin/reload                   reload the tools file and the database now
 //! ```
 //!
@@ -27,6 +30,7 @@ mod problem;
 mod sources;
 mod state;
 mod tools;
+mod upstreams;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -50,7 +54,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/tools/{name}/enable", post(tools::enable))
         .route("/admin/tools/{name}/disable", post(tools::disable))
         .route("/admin/sources", get(sources::status))
-        .route("/admin/upstreams", get(sources::upstreams))
+        .route("/admin/upstreams", get(upstreams::list))
+        .route("/admin/upstreams/{name}", get(upstreams::get).put(upstreams::put).delete(upstreams::delete))
         .route("/admin/reload", post(sources::reload))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

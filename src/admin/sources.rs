@@ -30,12 +30,6 @@ pub async fn status(State(app): State<AdminState>) -> Json<Value> {
     }))
 }
 
-/// `GET /admin/upstreams`: each upstream MCP server's connection, tool count, last error and
-/// last sync.
-pub async fn upstreams(State(app): State<AdminState>) -> Json<Value> {
-    Json(json!({ "upstreams": app.upstreams.statuses() }))
-}
-
 fn source(s: &SourceStatus) -> Value {
     let loaded_at = s.loaded_at.and_then(|secs| time::OffsetDateTime::from_unix_timestamp(i64::try_from(secs).ok()?).ok()).map(rfc3339);
     json!({"tools": s.tools, "loaded_at": loaded_at, "last_error": s.last_error})

@@ -23,6 +23,12 @@ pub(super) fn spawn_background(state: &AppState) {
     }
     state.definitions.spawn_watchers(state.shutdown.clone());
     state.upstreams.spawn(state.shutdown.clone());
+    tokio::spawn(super::follow::follow_upstreams(
+        state.cluster.subscribe(),
+        state.upstreams.clone(),
+        state.store.clone(),
+        state.shutdown.clone(),
+    ));
     if let Some(tasks) = state.server.tasks() {
         // Lease renewal, failing tasks whose replica stopped, deleting expired ones.
         tokio::spawn(tasks.clone().maintain(state.shutdown.clone()));

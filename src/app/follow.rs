@@ -49,6 +49,33 @@ pub async fn follow_definitions(
     }
 }
 
+/// Applies upstream definitions another replica stored (or, after a resync, whatever may have
+/// changed meanwhile): reload them from the database and start, restart or stop upstreams.
+pub async fn follow_upstreams(
+    mut rx: tokio::sync::broadcast::Receiver<crate::cluster::ClusterEvent>,
+    upstreams: Arc<crate::upstream::Upstreams>,
+    store: crate::store::Store,
+    stop: CancellationToken,
+) {
+    use crate::cluster::ClusterEvent;
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let event = tokio::select! {
+            event = rx.recv() => event,
+            () = stop.cancelled() => return,
+        };
+        match event {
+            Ok(ClusterEvent::UpstreamsChanged | ClusterEvent::Resync) | Err(RecvError::Lagged(_)) => {
+                if let Err(e) = upstreams.reload_stored(&store).await {
+                    tracing::error!(error = %e, "stored upstream definitions not reloaded");
+                }
+            }
+            Err(RecvError::Closed) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
 /// Applies what other replicas send about legacy sessions held here: ended sessions and log
 /// levels, client answers and cancellations for calls running here, and 2024-11-05 messages
 /// for SSE connections held here. Events for sessions this replica does not hold are ignored.
@@ -96,7 +123,7 @@ pub async fn follow_sessions(mut rx: tokio::sync::broadcast::Receiver<crate::clu
                     tasks.changed_elsewhere(&task);
                 }
             }
-            ClusterEvent::ToolDefinitionsChanged | ClusterEvent::Resync => {}
+            ClusterEvent::ToolDefinitionsChanged | ClusterEvent::UpstreamsChanged | ClusterEvent::Resync => {}
         }
     }
 }

@@ -137,7 +137,10 @@ impl AppState {
         definitions.load_initial().await?;
         // Checked now (a stdio program must exist and be allowed), connected in the background:
         // readiness never waits on an upstream.
-        let upstreams = Upstreams::new(&settings, server.clone())?;
+        let upstreams = Upstreams::new(settings.clone(), server.clone())?;
+        // Those stored through the admin API too; one that no longer checks out is logged and
+        // skipped, like a stored tool definition.
+        upstreams.reload_stored(&store).await.map_err(|e| anyhow::anyhow!("storage: cannot read upstream definitions: {e}"))?;
         let shutdown = CancellationToken::new();
         let cluster = crate::cluster::connect(&settings, &store, shutdown.clone()).await?;
         let sessions = Arc::new(sessions(&settings, &store, &cluster));

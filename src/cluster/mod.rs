@@ -25,6 +25,8 @@ use pg::PgCluster;
 pub enum ClusterEvent {
     /// Tool definitions stored in the database changed: reload them.
     ToolDefinitionsChanged,
+    /// Upstream definitions stored in the database changed: reload and apply them.
+    UpstreamsChanged,
     /// A legacy session was ended (DELETE or expiry): drop it from every cache.
     SessionEnded { session: String },
     /// A legacy session's log level changed (`logging/setLevel` on some replica).

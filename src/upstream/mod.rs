@@ -13,117 +13,53 @@
 pub mod catalog;
 mod connect;
 pub mod credentials;
+pub mod db;
 pub mod error;
 mod events;
 mod forward;
 mod http;
 mod legacy_sse;
+mod link;
 mod offerings;
 pub mod peer;
 mod stdio;
+pub mod stored;
 mod supervise;
 mod users;
 mod wire;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use arc_swap::ArcSwapOption;
-use parking_lot::Mutex;
-use serde::Serialize;
+use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
 pub use error::UpstreamError;
+pub use link::{Link, UpstreamStatus};
 pub use peer::Peer;
 
+use crate::catalog::prompts::RemotePrompts;
+use crate::catalog::resources::RemoteResources;
 use crate::config::Settings;
-use crate::config::upstreams::UpstreamSettings;
 use crate::server::McpServer;
-use crate::tool::bulkhead::Bulkhead;
 use crate::tool::{Origin, Tool};
 
-/// Every configured upstream, and the tools they currently contribute.
+/// Every upstream (from the settings and from the admin API), and what they contribute.
 pub struct Upstreams {
-    server: Arc<McpServer>,
-    links: BTreeMap<String, Arc<Link>>,
-    /// Each upstream's current tools; published together as the `upstream` origin.
+    pub(crate) server: Arc<McpServer>,
+    settings: Arc<Settings>,
+    links: RwLock<BTreeMap<String, Arc<Link>>>,
+    /// Each upstream's current tools; published together as the `upstream` origin. Its lock
+    /// also orders publishing against removing an upstream (see [`Self::is_current`]).
     offered: Mutex<BTreeMap<String, Vec<Tool>>>,
+    /// toolgate's shutdown: every supervisor's stop signal is a child of it.
+    stop: OnceLock<CancellationToken>,
 }
 
 impl std::fmt::Debug for Upstreams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upstreams").field("upstreams", &self.links.keys().collect::<Vec<_>>()).finish()
-    }
-}
-
-/// One upstream: its settings, its live connection (if any) and what the admin API shows.
-pub struct Link {
-    pub name: String,
-    pub settings: UpstreamSettings,
-    peer: ArcSwapOption<Peer>,
-    /// Calls to this upstream running at once (`concurrency`), with a short queue.
-    pub(crate) bulkhead: Bulkhead,
-    status: Mutex<UpstreamStatus>,
-    /// Default call timeout (`tools.default_timeout_secs`) when the upstream sets none.
-    pub(crate) default_timeout: std::time::Duration,
-    /// `tools.command` rules for a stdio program.
-    pub(crate) tool_settings: crate::config::ToolSettings,
-    /// Tokens from the authorization server (`oauth`), when set.
-    pub(crate) oauth: Option<Arc<credentials::OAuth>>,
-    /// Token exchange: each caller's own connection.
-    users: Option<users::Users>,
-}
-
-/// An upstream's health as the admin API and metrics show it.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct UpstreamStatus {
-    pub name: String,
-    /// `stdio`, `http` (Streamable HTTP) or `sse` (the 2024-11-05 transport).
-    pub transport: &'static str,
-    /// `connecting`, `connected` or `disconnected`.
-    pub state: &'static str,
-    /// Tools served from it now.
-    pub tools: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub protocol_version: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub server_info: Option<serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
-    /// When its tools were last listed (ms since the epoch).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_sync_ms: Option<u64>,
-    /// Connections made after the first.
-    pub reconnects: u64,
-    /// Tools it offers that are not served, and why (a bad name, schema or a name clash).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub skipped: Vec<String>,
-}
-
-impl Link {
-    /// The live connection, if there is one.
-    pub fn peer(&self) -> Option<Arc<Peer>> {
-        self.peer.load_full().filter(|p| !p.is_closed())
-    }
-
-    /// How the upstream's own connection (tool discovery, and every call unless calls run as
-    /// their callers) authenticates.
-    fn own_bearer(&self) -> http::Bearer {
-        use crate::config::upstreams::{Discovery, Grant};
-        match &self.oauth {
-            Some(o) if o.settings.grant == Grant::TokenExchange && o.settings.discovery == Discovery::None => http::Bearer::None,
-            Some(o) => http::Bearer::Own(o.clone()),
-            None => http::Bearer::None,
-        }
-    }
-
-    pub fn status(&self) -> UpstreamStatus {
-        self.status.lock().clone()
-    }
-
-    fn update(&self, change: impl FnOnce(&mut UpstreamStatus)) {
-        change(&mut self.status.lock());
+        f.debug_struct("Upstreams").field("upstreams", &self.links.read().keys().cloned().collect::<Vec<_>>()).finish()
     }
 }
 
@@ -134,31 +70,11 @@ pub(crate) fn now_ms() -> u64 {
 impl Upstreams {
     /// The configured upstreams, checked (a stdio program must resolve and be allowed) but not
     /// yet connected: [`Self::spawn`] starts them.
-    pub fn new(settings: &Settings, server: Arc<McpServer>) -> anyhow::Result<Arc<Self>> {
+    pub fn new(settings: Arc<Settings>, server: Arc<McpServer>) -> anyhow::Result<Arc<Self>> {
         let mut links = BTreeMap::new();
         for (name, upstream) in &settings.upstreams {
-            if let Some(stdio) = &upstream.stdio {
-                stdio::program(stdio, &settings.tools, name)
-                    .map_err(|e| anyhow::anyhow!("invalid setting upstreams.{name}.stdio.program: {e}"))?;
-            }
-            let transport = if upstream.stdio.is_some() { "stdio" } else { "http" };
-            let oauth = match &upstream.oauth {
-                Some(o) => Some(Arc::new(credentials::OAuth::new(o).map_err(|e| anyhow::anyhow!("invalid setting upstreams.{name}.{e}"))?)),
-                None => None,
-            };
-            let exchange = upstream.oauth.as_ref().is_some_and(|o| o.grant == crate::config::upstreams::Grant::TokenExchange);
-            let status = UpstreamStatus { name: name.clone(), transport, state: "connecting", ..Default::default() };
-            let link = Link {
-                name: name.clone(),
-                settings: upstream.clone(),
-                peer: ArcSwapOption::empty(),
-                bulkhead: Bulkhead::new(upstream.concurrency, upstream.concurrency.saturating_mul(4)),
-                status: Mutex::new(status),
-                default_timeout: std::time::Duration::from_secs(settings.tools.default_timeout_secs),
-                tool_settings: settings.tools.clone(),
-                oauth,
-                users: exchange.then(users::cache),
-            };
+            let link = Link::build(name, upstream, &settings.tools, settings.tools.default_timeout_secs, CancellationToken::new())
+                .map_err(|e| anyhow::anyhow!("invalid setting {e}"))?;
             links.insert(name.clone(), Arc::new(link));
         }
         if !links.is_empty() {
@@ -166,53 +82,125 @@ impl Upstreams {
             server.resources.expect_remote();
             server.prompts.expect_remote();
         }
-        Ok(Arc::new(Self { server, links, offered: Mutex::default() }))
+        Ok(Arc::new(Self { server, settings, links: RwLock::new(links), offered: Mutex::default(), stop: OnceLock::new() }))
     }
 
     /// Starts one supervisor per upstream; they stop when `stop` is cancelled.
     pub fn spawn(self: &Arc<Self>, stop: CancellationToken) {
-        for link in self.links.values() {
-            tokio::spawn(supervise::run(link.clone(), self.clone(), stop.clone()));
+        let _ = self.stop.set(stop.clone());
+        for link in self.links.read().values() {
+            let own = link.stop.clone();
+            let parent = stop.clone();
+            // The link's own signal follows toolgate's.
+            tokio::spawn(async move {
+                parent.cancelled().await;
+                own.cancel();
+            });
+            tokio::spawn(supervise::run(link.clone(), self.clone(), link.stop.clone()));
         }
+    }
+
+    /// Adds `link` (replacing one of its name, which stops) and starts it once toolgate runs.
+    fn start(self: &Arc<Self>, link: Link) {
+        // Clients that initialize from now on are offered the resource and prompt methods.
+        self.server.resources.expect_remote();
+        self.server.prompts.expect_remote();
+        let link = Arc::new(link);
+        let old = self.links.write().insert(link.name.clone(), link.clone());
+        if let Some(old) = old {
+            old.stop.cancel();
+        }
+        if let Some(stop) = self.stop.get() {
+            let (own, parent) = (link.stop.clone(), stop.clone());
+            tokio::spawn(async move {
+                parent.cancelled().await;
+                own.cancel();
+            });
+            tokio::spawn(supervise::run(link.clone(), self.clone(), link.stop.clone()));
+        }
+    }
+
+    /// Stops and removes `name`: its tools, resources and prompts are withdrawn for good.
+    fn remove(&self, name: &str) {
+        let Some(link) = self.links.write().remove(name) else { return };
+        link.stop.cancel();
+        if let Some(peer) = link.peer.swap(None) {
+            peer.close("the upstream was removed");
+        }
+        let mut offered = self.offered.lock();
+        self.server.tools.set_withdrawn(name, Vec::new(), String::new());
+        self.server.resources.sync_source(name, None);
+        self.server.prompts.sync_source(name, None);
+        self.publish_tools(&mut offered, name, Vec::new());
+    }
+
+    pub fn link(&self, name: &str) -> Option<Arc<Link>> {
+        self.links.read().get(name).cloned()
+    }
+
+    /// Whether `link` is still the one serving its name (not removed or replaced): what a
+    /// supervisor publishes counts only then.
+    fn is_current(&self, link: &Arc<Link>) -> bool {
+        self.links.read().get(&link.name).is_some_and(|l| Arc::ptr_eq(l, link))
     }
 
     /// The first upstream marked `required` that is not connected, if any (for readiness).
-    pub fn missing_required(&self) -> Option<&str> {
-        self.links.values().find(|l| l.settings.required && l.peer().is_none()).map(|l| l.name.as_str())
+    pub fn missing_required(&self) -> Option<String> {
+        self.links.read().values().find(|l| l.settings.required && l.peer().is_none()).map(|l| l.name.clone())
     }
 
     pub fn statuses(&self) -> Vec<UpstreamStatus> {
-        self.links.values().map(|l| l.status()).collect()
+        self.links.read().values().map(|l| l.status()).collect()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.links.is_empty()
+        self.links.read().is_empty()
     }
 
-    /// Withdraws `upstream`'s tools (its connection is lost): clients hear `list_changed`,
-    /// and a call to one of them meanwhile is told why.
-    fn withdraw(&self, upstream: &str, reason: &str) {
-        let names: Vec<String> =
-            self.offered.lock().get(upstream).map(|t| t.iter().map(|t| t.name().to_owned()).collect()).unwrap_or_default();
-        let snapshot = self.server.tools.snapshot();
-        let gone = names.iter().filter_map(|n| snapshot.get(n).filter(|t| t.tool.origin() == Origin::Upstream).cloned()).collect();
-        self.server.tools.set_withdrawn(upstream, gone, format!("the upstream MCP server {upstream} is not connected ({reason})"));
-        self.offer(upstream, Vec::new());
-        if let Some(link) = self.links.get(upstream) {
-            offerings::withdraw(link, self);
+    /// Withdraws `link`'s tools, resources and prompts (its connection is lost): clients hear
+    /// `list_changed`, and a call to one of its tools meanwhile is told why. Nothing happens
+    /// for a link no longer current.
+    fn withdraw(&self, link: &Arc<Link>, reason: &str) {
+        let upstream = link.name.as_str();
+        let mut offered = self.offered.lock();
+        if !self.is_current(link) {
+            return;
         }
+        let snapshot = self.server.tools.snapshot();
+        let gone = offered
+            .get(upstream)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| snapshot.get(t.name()).filter(|r| r.tool.origin() == Origin::Upstream).cloned())
+            .collect();
+        self.server.tools.set_withdrawn(upstream, gone, format!("the upstream MCP server {upstream} is not connected ({reason})"));
+        self.server.resources.sync_source(upstream, None);
+        self.server.prompts.sync_source(upstream, None);
+        self.publish_tools(&mut offered, upstream, Vec::new());
     }
 
-    /// `upstream` is back: its tools are served again (by [`Self::offer`]), none withdrawn.
-    fn restore(&self, upstream: &str, tools: Vec<Tool>) -> Vec<String> {
-        self.server.tools.set_withdrawn(upstream, Vec::new(), String::new());
-        self.offer(upstream, tools)
+    /// `link` is (back) up: its tools, resources and prompts are served, none withdrawn.
+    /// Returns the tools skipped, with why. Nothing happens for a link no longer current.
+    fn restore(
+        &self,
+        link: &Arc<Link>,
+        tools: Vec<Tool>,
+        resources: Option<RemoteResources>,
+        prompts: Option<RemotePrompts>,
+    ) -> Vec<String> {
+        let mut offered = self.offered.lock();
+        if !self.is_current(link) {
+            return Vec::new();
+        }
+        self.server.tools.set_withdrawn(&link.name, Vec::new(), String::new());
+        self.server.resources.sync_source(&link.name, resources);
+        self.server.prompts.sync_source(&link.name, prompts);
+        self.publish_tools(&mut offered, &link.name, tools)
     }
 
     /// Makes `tools` what `upstream` offers and publishes every upstream's tools as one
     /// origin. A name another source already serves is skipped (and reported), never taken.
-    fn offer(&self, upstream: &str, tools: Vec<Tool>) -> Vec<String> {
-        let mut offered = self.offered.lock();
+    fn publish_tools(&self, offered: &mut BTreeMap<String, Vec<Tool>>, upstream: &str, tools: Vec<Tool>) -> Vec<String> {
         offered.insert(upstream.to_owned(), tools);
         let registry = &self.server.tools;
         let mut taken = std::collections::BTreeSet::new();

@@ -10,15 +10,23 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use super::Link;
 use super::catalog::list_all;
 use super::peer::Peer;
-use super::{Link, Upstreams};
 use crate::catalog::prompts::RemotePrompts;
 use crate::catalog::resources::RemoteResources;
 
-/// Lists the upstream's resources and prompts (where its capabilities say it has them) and
-/// puts them in the catalogs; a list that fails leaves that kind out and says why.
-pub(super) async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities: &Value) -> Vec<String> {
+/// What an upstream offers besides tools, ready for the catalogs.
+pub(super) struct Offerings {
+    pub resources: Option<RemoteResources>,
+    pub prompts: Option<RemotePrompts>,
+    /// Kinds left out because listing them failed, with why.
+    pub problems: Vec<String>,
+}
+
+/// Lists the upstream's resources and prompts (where its capabilities say it has them); a
+/// list that fails leaves that kind out and says why.
+pub(super) async fn list(link: &Arc<Link>, peer: &Peer, capabilities: &Value) -> Offerings {
     let mut problems = Vec::new();
     let per_caller = link.users.is_some();
     let timeout = Duration::from_millis(link.settings.connect_timeout_ms.max(5_000));
@@ -33,7 +41,6 @@ pub(super) async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, c
         },
         _ => None,
     };
-    upstreams.server.resources.sync_source(&link.name, resources);
     let prompts = match capabilities.get("prompts") {
         Some(_) if !per_caller => match prompts(link, peer, &prefix, timeout).await {
             Ok(p) => Some(p),
@@ -44,14 +51,7 @@ pub(super) async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, c
         },
         _ => None,
     };
-    upstreams.server.prompts.sync_source(&link.name, prompts);
-    problems
-}
-
-/// Takes the upstream's resources and prompts out of the catalogs.
-pub(super) fn withdraw(link: &Link, upstreams: &Upstreams) {
-    upstreams.server.resources.sync_source(&link.name, None);
-    upstreams.server.prompts.sync_source(&link.name, None);
+    Offerings { resources, prompts, problems }
 }
 
 fn prefixed(mut entry: Value, prefix: &str) -> Value {

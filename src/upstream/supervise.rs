@@ -41,7 +41,7 @@ pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: Cancel
                 }
                 link.peer.store(None);
                 let reason = peer.close_reason();
-                upstreams.withdraw(&link.name, &reason);
+                upstreams.withdraw(&link, &reason);
                 link.update(|s| {
                     s.state = "disconnected";
                     s.tools = 0;
@@ -113,9 +113,10 @@ async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities
     match catalog::list_tools(peer, timeout).await {
         Ok(listed) => {
             let (tools, mut skipped) = catalog::build(link, &listed);
-            skipped.extend(super::offerings::sync(link, upstreams, peer, capabilities).await);
+            let offerings = super::offerings::list(link, peer, capabilities).await;
+            skipped.extend(offerings.problems);
             let count = tools.len();
-            skipped.extend(upstreams.restore(&link.name, tools));
+            skipped.extend(upstreams.restore(link, tools, offerings.resources, offerings.prompts));
             for why in &skipped {
                 tracing::warn!(upstream = %link.name, "upstream tool not served: {why}");
             }

@@ -54,5 +54,6 @@ mod tooldef_http;
 mod tooldef_policies;
 mod tooldef_reload;
 mod upstreams;
+mod upstreams_admin;
 mod upstreams_http;
 mod upstreams_oauth;

@@ -1,0 +1,135 @@
+//! `/admin/upstreams`: each upstream MCP server's state, and upstreams defined through the API
+//! (stored in the database, applied on every replica). A definition is the JSON of one
+//! `[upstreams.<name>]` table; it is checked completely before anything is stored.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::actor::Actor;
+use super::extract::{IfMatch, JsonBody, ToolName, etag};
+use super::problem::{Kind, Problem};
+use super::state::AdminState;
+use crate::tooldef::FieldError;
+use crate::upstream::db::{self, StoredUpstream, WriteError};
+use crate::upstream::stored::Refusal;
+
+/// `GET /admin/upstreams`: every upstream's connection, tool count, last error and last sync.
+pub async fn list(State(app): State<AdminState>) -> Json<Value> {
+    Json(json!({ "upstreams": app.upstreams.statuses() }))
+}
+
+/// `GET /admin/upstreams/{name}`: its state, and its stored definition when it has one.
+pub async fn get(State(app): State<AdminState>, ToolName(name): ToolName) -> Result<Response, Problem> {
+    let stored = db::get(&app.store, &name).await.map_err(|e| Problem::database(&e))?;
+    let status = app.upstreams.link(&name).map(|l| l.status());
+    match (stored, status) {
+        (Some(stored), status) => Ok(one(StatusCode::OK, &stored, status.map(|s| json!(s)))),
+        (None, Some(status)) => Ok(Json(json!({ "name": name, "status": status })).into_response()),
+        (None, None) => Err(Problem::not_found(format!("no upstream called {name:?} is configured or stored"))),
+    }
+}
+
+/// `PUT /admin/upstreams/{name}`: creates (201) or replaces (200) a stored definition;
+/// `If-Match: "<revision>"` makes a replace conditional (412 when another write came first).
+pub async fn put(
+    State(app): State<AdminState>,
+    ToolName(name): ToolName,
+    if_match: IfMatch,
+    actor: Actor,
+    JsonBody(body): JsonBody,
+) -> Result<Response, Problem> {
+    let checked = {
+        let (upstreams, name, body) = (app.upstreams.clone(), name.clone(), body.clone());
+        // Checking resolves the program and reads secret files.
+        tokio::task::spawn_blocking(move || upstreams.check(&name, &body).map(drop)).await
+    };
+    checked.map_err(|_| Problem::new(Kind::Internal, "the definition could not be checked"))?.map_err(|e| refusal(&name, e))?;
+    let expected = match if_match {
+        IfMatch::Never => Some(0),
+        other => other.expected(),
+    };
+    let (stored, created) = db::put(&app.store, &name, &body, expected, actor.subject()).await.map_err(|e| write_problem(&name, e))?;
+    let verb = if created { "created" } else { "replaced" };
+    applied(&app, &actor, &name, format!("{verb} upstream {name} (revision {})", stored.revision)).await;
+    let status = app.upstreams.link(&name).map(|l| json!(l.status()));
+    let mut res = one(if created { StatusCode::CREATED } else { StatusCode::OK }, &stored, status);
+    if created && let Ok(location) = HeaderValue::from_str(&format!("/admin/upstreams/{name}")) {
+        res.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(res)
+}
+
+/// `DELETE /admin/upstreams/{name}`: 204; its tools, resources and prompts are withdrawn.
+pub async fn delete(State(app): State<AdminState>, ToolName(name): ToolName, if_match: IfMatch, actor: Actor) -> Result<Response, Problem> {
+    if app.settings.upstreams.contains_key(&name) {
+        return Err(refusal(&name, Refusal::DefinedInSettings(name.clone())));
+    }
+    let expected = match if_match {
+        IfMatch::Never => Some(0),
+        other => other.expected(),
+    };
+    let deleted = db::delete(&app.store, &name, expected).await.map_err(|e| write_problem(&name, e))?;
+    applied(&app, &actor, &name, format!("deleted upstream {name} (revision {})", deleted.revision)).await;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// After a write: this replica applies it now (so the answer shows the new state), every other
+/// replica when the cluster event reaches it; then the audit record.
+async fn applied(app: &AdminState, actor: &Actor, name: &str, detail: String) {
+    app.cluster.publish(crate::cluster::ClusterEvent::UpstreamsChanged);
+    match app.upstreams.reload_stored(&app.store).await {
+        Ok(problems) if !problems.is_empty() => tracing::error!(upstream = name, "stored upstreams not applied: {problems:?}"),
+        Ok(_) => {}
+        Err(e) => tracing::error!(upstream = name, error = %e, "stored upstreams not reloaded after an admin change"),
+    }
+    tracing::info!(upstream = name, subject = actor.subject(), "{detail}");
+    actor.audit(app, None, detail).await;
+}
+
+fn one(status: StatusCode, stored: &StoredUpstream, state: Option<Value>) -> Response {
+    let body = json!({
+        "name": stored.name,
+        "revision": stored.revision,
+        "updated_ms": stored.updated_ms,
+        "updated_by": stored.updated_by,
+        "definition": stored.definition,
+        "status": state,
+    });
+    let mut res = (status, Json(body)).into_response();
+    if let Ok(tag) = HeaderValue::from_str(&etag(stored.revision)) {
+        res.headers_mut().insert(header::ETAG, tag);
+    }
+    res
+}
+
+fn refusal(name: &str, e: Refusal) -> Problem {
+    match e {
+        Refusal::Invalid { field, message } => {
+            let error = FieldError::new(field, message);
+            Problem::new(Kind::InvalidDefinition, format!("upstream {name:?}: {error}; nothing was changed")).with_errors(vec![error])
+        }
+        Refusal::DefinedInSettings(_) => Problem::new(Kind::DefinedElsewhere, e.to_string()).with_member("origin", json!("settings")),
+        Refusal::CommandsDisabled => Problem::new(Kind::CommandToolsDisabled, e.to_string()),
+    }
+}
+
+fn write_problem(name: &str, e: WriteError) -> Problem {
+    match e {
+        WriteError::NotFound => Problem::not_found(format!("no upstream called {name:?} is stored")),
+        WriteError::RevisionMismatch { current } => {
+            let problem = Problem::new(
+                Kind::PreconditionFailed,
+                format!("upstream {name:?} is at revision {current}, not the one If-Match names; read it again and retry"),
+            )
+            .with_member("current_revision", json!(current));
+            match HeaderValue::from_str(&etag(current)) {
+                Ok(tag) => problem.with_header(header::ETAG, tag),
+                Err(_) => problem,
+            }
+        }
+        WriteError::Database(e) => Problem::database(&e),
+    }
+}

@@ -1,0 +1,128 @@
+//! One upstream: its settings, its live connection (if any), its own stop signal, and the
+//! status the admin API and metrics show.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::peer::Peer;
+use super::{credentials, http, stdio, users};
+use crate::config::ToolSettings;
+use crate::config::upstreams::UpstreamSettings;
+use crate::tool::bulkhead::Bulkhead;
+
+/// One upstream: its settings, its live connection (if any) and what the admin API shows.
+pub struct Link {
+    pub name: String,
+    pub settings: UpstreamSettings,
+    pub(super) peer: ArcSwapOption<Peer>,
+    /// Calls to this upstream running at once (`concurrency`), with a short queue.
+    pub(crate) bulkhead: Bulkhead,
+    status: Mutex<UpstreamStatus>,
+    /// Default call timeout (`tools.default_timeout_secs`) when the upstream sets none.
+    pub(crate) default_timeout: std::time::Duration,
+    /// `tools.command` rules for a stdio program.
+    pub(crate) tool_settings: crate::config::ToolSettings,
+    /// Tokens from the authorization server (`oauth`), when set.
+    pub(crate) oauth: Option<Arc<credentials::OAuth>>,
+    /// Token exchange: each caller's own connection.
+    pub(super) users: Option<users::Users>,
+    /// Stops this upstream's supervisor (removed or replaced through the admin API, or
+    /// toolgate shutting down).
+    pub(super) stop: CancellationToken,
+}
+
+/// An upstream's health as the admin API and metrics show it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct UpstreamStatus {
+    pub name: String,
+    /// `stdio`, `http` (Streamable HTTP) or `sse` (the 2024-11-05 transport).
+    pub transport: &'static str,
+    /// `connecting`, `connected` or `disconnected`.
+    pub state: &'static str,
+    /// Tools served from it now.
+    pub tools: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_info: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// When its tools were last listed (ms since the epoch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_sync_ms: Option<u64>,
+    /// Connections made after the first.
+    pub reconnects: u64,
+    /// Tools it offers that are not served, and why (a bad name, schema or a name clash).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+    /// `config` (the settings file or environment) or `admin` (stored through the admin API).
+    pub source: &'static str,
+    /// The stored definition's revision (`admin` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+}
+
+impl Link {
+    /// The live connection, if there is one.
+    pub fn peer(&self) -> Option<Arc<Peer>> {
+        self.peer.load_full().filter(|p| !p.is_closed())
+    }
+
+    /// How the upstream's own connection (tool discovery, and every call unless calls run as
+    /// their callers) authenticates.
+    pub(super) fn own_bearer(&self) -> http::Bearer {
+        use crate::config::upstreams::{Discovery, Grant};
+        match &self.oauth {
+            Some(o) if o.settings.grant == Grant::TokenExchange && o.settings.discovery == Discovery::None => http::Bearer::None,
+            Some(o) => http::Bearer::Own(o.clone()),
+            None => http::Bearer::None,
+        }
+    }
+
+    pub fn status(&self) -> UpstreamStatus {
+        self.status.lock().clone()
+    }
+
+    pub(super) fn update(&self, change: impl FnOnce(&mut UpstreamStatus)) {
+        change(&mut self.status.lock());
+    }
+}
+
+impl Link {
+    /// A link for `settings`, checked (a stdio program must resolve and be allowed; OAuth
+    /// secrets must be readable) but not connected. `Err` names the setting to change.
+    pub fn build(
+        name: &str,
+        settings: &UpstreamSettings,
+        tools: &ToolSettings,
+        default_timeout_secs: u64,
+        stop: CancellationToken,
+    ) -> Result<Self, String> {
+        if let Some(stdio) = &settings.stdio {
+            stdio::program(stdio, tools, name).map_err(|e| format!("upstreams.{name}.stdio.program: {e}"))?;
+        }
+        let oauth = match &settings.oauth {
+            Some(o) => Some(Arc::new(credentials::OAuth::new(o).map_err(|e| format!("upstreams.{name}.{e}"))?)),
+            None => None,
+        };
+        let exchange = settings.oauth.as_ref().is_some_and(|o| o.grant == crate::config::upstreams::Grant::TokenExchange);
+        let transport = if settings.stdio.is_some() { "stdio" } else { "http" };
+        let status = UpstreamStatus { name: name.to_owned(), transport, state: "connecting", source: "config", ..Default::default() };
+        Ok(Self {
+            name: name.to_owned(),
+            settings: settings.clone(),
+            peer: ArcSwapOption::empty(),
+            bulkhead: Bulkhead::new(settings.concurrency, settings.concurrency.saturating_mul(4)),
+            status: Mutex::new(status),
+            default_timeout: std::time::Duration::from_secs(default_timeout_secs),
+            tool_settings: tools.clone(),
+            oauth,
+            users: exchange.then(users::cache),
+            stop,
+        })
+    }
+}

@@ -1,0 +1,105 @@
+//! Upstreams defined through the admin API: checked as completely as the settings file's
+//! (every field by its path, the program, the OAuth secret), stored in
+//! `upstream_definitions`, and applied on every replica: a new definition starts a supervisor,
+//! a changed one restarts it, a deleted one stops it and withdraws what it served. An upstream
+//! named in the settings always wins its name.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::db::StoredUpstream;
+use super::{Link, Upstreams};
+use crate::config::upstreams::UpstreamSettings;
+
+/// Why a submitted definition is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// A field is wrong: its path and what to change.
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
+    /// The settings file defines this name.
+    #[error("the upstream {0:?} is defined in toolgate's settings; change it there")]
+    DefinedInSettings(String),
+    /// A stdio upstream runs a program on this host.
+    #[error("a stdio upstream runs a program on this host, which the admin API may not define unless `admin.allow_command_tools = true`")]
+    CommandsDisabled,
+}
+
+impl Upstreams {
+    /// Checks a definition submitted for `name` without storing it.
+    pub fn check(&self, name: &str, definition: &Value) -> Result<UpstreamSettings, Refusal> {
+        if self.settings.upstreams.contains_key(name) {
+            return Err(Refusal::DefinedInSettings(name.to_owned()));
+        }
+        let settings: UpstreamSettings = serde_path_to_error::deserialize(definition).map_err(|e| Refusal::Invalid {
+            field: if e.path().to_string() == "." { "definition".into() } else { e.path().to_string() },
+            message: e.inner().to_string(),
+        })?;
+        if settings.stdio.is_some() && !self.settings.admin.allow_command_tools {
+            return Err(Refusal::CommandsDisabled);
+        }
+        let invalid = |key: String, message: String| {
+            let field = key.strip_prefix(&format!("upstreams.{name}.")).unwrap_or(&key).to_owned();
+            Refusal::Invalid { field, message }
+        };
+        settings.validate(name).map_err(|(key, reason)| invalid(key, reason))?;
+        for (key, limit) in std::iter::once(("rate_limit".to_owned(), &settings.rate_limit))
+            .chain(settings.tools.iter().map(|(t, o)| (format!("tools.{t}.rate_limit"), &o.rate_limit)))
+        {
+            if let Some(limit) = limit {
+                self.settings.limits.validate_tool(&key, limit).map_err(|reason| invalid(key.clone(), reason))?;
+            }
+        }
+        let tools = &self.settings.tools;
+        Link::build(name, &settings, tools, tools.default_timeout_secs, CancellationToken::new()).map_err(|e| invalid(e.clone(), e))?;
+        Ok(settings)
+    }
+
+    /// Makes the running upstreams match the stored definitions (besides the settings' own).
+    /// Returns the stored definitions that could not be applied, with why.
+    pub fn apply_stored(self: &Arc<Self>, stored: &[StoredUpstream]) -> Vec<String> {
+        let mut problems = Vec::new();
+        let current: Vec<Arc<Link>> = self.links.read().values().filter(|l| l.status().source == "admin").cloned().collect();
+        for link in &current {
+            let kept = stored.iter().any(|s| s.name == link.name && link.status().revision == Some(s.revision));
+            if !kept {
+                self.remove(&link.name);
+            }
+        }
+        for row in stored {
+            let running = self.links.read().get(&row.name).map(|l| l.status().revision);
+            if running == Some(Some(row.revision)) || self.settings.upstreams.contains_key(&row.name) {
+                continue;
+            }
+            match self.check_stored(row) {
+                Ok(link) => self.start(link),
+                Err(why) => {
+                    tracing::error!(upstream = %row.name, "stored upstream definition not applied: {why}");
+                    problems.push(format!("{}: {why}", row.name));
+                }
+            }
+        }
+        problems
+    }
+
+    /// A stored row as a link; checked again, as the settings it depends on may have changed.
+    fn check_stored(&self, row: &StoredUpstream) -> Result<Link, String> {
+        let settings = self.check(&row.name, &row.definition).map_err(|e| e.to_string())?;
+        let tools = &self.settings.tools;
+        let link = Link::build(&row.name, &settings, tools, tools.default_timeout_secs, CancellationToken::new())?;
+        link.update(|s| {
+            s.source = "admin";
+            s.revision = Some(row.revision);
+        });
+        Ok(link)
+    }
+
+    /// Reads the stored definitions and applies them (start-up, an admin change, another
+    /// replica's change).
+    pub async fn reload_stored(self: &Arc<Self>, store: &crate::store::Store) -> Result<Vec<String>, sqlx::Error> {
+        let stored = super::db::load_all(store).await?;
+        Ok(self.apply_stored(&stored))
+    }
+}

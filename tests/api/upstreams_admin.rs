@@ -1,0 +1,107 @@
+//! Upstreams defined through the admin API: checked completely, stored, applied at once (and
+//! at start-up), replaced under `If-Match`, and deleted with everything they served withdrawn.
+
+use serde_json::{Value, json};
+
+use crate::common::TestServer;
+use crate::upstreams_http::{served, wait_for};
+
+async fn put(server: &TestServer, name: &str, definition: &Value, if_match: Option<&str>) -> reqwest::Response {
+    let mut request = server.client.put(server.admin_url(&format!("/admin/upstreams/{name}"))).json(definition);
+    if let Some(tag) = if_match {
+        request = request.header("if-match", tag);
+    }
+    request.send().await.expect("sent")
+}
+
+async fn admin_server(adjust: impl FnOnce(&mut toolgate::config::Settings)) -> TestServer {
+    TestServer::with(|s| {
+        s.tools.packs.examples = false;
+        adjust(s);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_stored_upstream_is_served_at_once_and_deleting_it_withdraws_its_tools() {
+    let upstream = TestServer::start().await;
+    let server = admin_server(|_| {}).await;
+    let created = put(&server, "remote", &json!({"url": upstream.url("/mcp"), "allow_private": true, "prefix": "r_"}), None).await;
+    assert_eq!(created.status(), 201);
+    assert_eq!(created.headers()["etag"], "\"1\"");
+    wait_for(&server, "r_echo", true).await;
+    let one: Value = server.client.get(server.admin_url("/admin/upstreams/remote")).send().await.expect("sent").json().await.expect("json");
+    assert_eq!((one["revision"].as_i64(), one["status"]["source"].as_str()), (Some(1), Some("admin")));
+    let deleted = server.client.delete(server.admin_url("/admin/upstreams/remote")).send().await.expect("sent");
+    assert_eq!(deleted.status(), 204);
+    wait_for(&server, "r_echo", false).await;
+}
+
+#[tokio::test]
+async fn a_replaced_definition_restarts_the_upstream_with_its_new_settings() {
+    let upstream = TestServer::start().await;
+    let server = admin_server(|_| {}).await;
+    let url = upstream.url("/mcp");
+    put(&server, "remote", &json!({"url": url, "allow_private": true, "prefix": "a_"}), None).await;
+    wait_for(&server, "a_echo", true).await;
+    let replaced = put(&server, "remote", &json!({"url": url, "allow_private": true, "prefix": "b_"}), Some("\"1\"")).await;
+    assert_eq!(replaced.status(), 200);
+    wait_for(&server, "b_echo", true).await;
+    assert!(!served(&server).iter().any(|n| n.starts_with("a_")), "the old prefix is gone: {:?}", served(&server));
+}
+
+#[tokio::test]
+async fn a_replace_naming_a_stale_revision_changes_nothing() {
+    let upstream = TestServer::start().await;
+    let server = admin_server(|_| {}).await;
+    let definition = json!({"url": upstream.url("/mcp"), "allow_private": true});
+    put(&server, "remote", &definition, None).await;
+    let stale = put(&server, "remote", &definition, Some("\"7\"")).await;
+    assert_eq!(stale.status(), 412);
+    assert_eq!(stale.headers()["etag"], "\"1\"");
+}
+
+#[tokio::test]
+async fn an_invalid_definition_is_refused_naming_the_field() {
+    let server = admin_server(|_| {}).await;
+    let refused = put(&server, "remote", &json!({"url": "https://mcp.example.com/mcp", "concurrency": "many"}), None).await;
+    assert_eq!(refused.status(), 422);
+    let problem: Value = refused.json().await.expect("problem");
+    assert_eq!(problem["errors"][0]["field"], "concurrency", "{problem}");
+    let missing = put(&server, "remote", &json!({"prefix": "x_"}), None).await;
+    let problem: Value = missing.json().await.expect("problem");
+    assert!(problem["detail"].as_str().is_some_and(|d| d.contains("url")), "says what to give: {problem}");
+}
+
+#[tokio::test]
+async fn a_stdio_upstream_cannot_be_stored_unless_command_tools_are_allowed() {
+    let server = admin_server(|_| {}).await;
+    let refused = put(&server, "local", &json!({"stdio": {"program": "python3"}}), None).await;
+    assert_eq!(refused.status(), 403);
+}
+
+#[tokio::test]
+async fn an_upstream_of_the_settings_cannot_be_replaced_or_deleted_through_the_api() {
+    let upstream = TestServer::start().await;
+    let configured = serde_json::from_value(json!({"url": upstream.url("/mcp"), "allow_private": true})).expect("settings");
+    let server = admin_server(|s| {
+        s.upstreams.insert("fixed".into(), configured);
+    })
+    .await;
+    let refused = put(&server, "fixed", &json!({"url": upstream.url("/mcp"), "allow_private": true}), None).await;
+    assert_eq!(refused.status(), 409);
+    let delete = server.client.delete(server.admin_url("/admin/upstreams/fixed")).send().await.expect("sent");
+    assert_eq!(delete.status(), 409);
+}
+
+#[tokio::test]
+async fn a_stored_upstream_is_applied_when_the_server_starts() {
+    let upstream = TestServer::start().await;
+    let data = tempfile::tempdir().expect("dir");
+    let dir = data.path().to_owned();
+    let first = admin_server(|s| s.storage.data_dir = dir.clone()).await;
+    put(&first, "remote", &json!({"url": upstream.url("/mcp"), "allow_private": true}), None).await;
+    first.running.stop().await.expect("stopped");
+    let second = admin_server(|s| s.storage.data_dir = dir.clone()).await;
+    wait_for(&second, "remote_echo", true).await;
+}
