@@ -105,3 +105,23 @@ async fn a_stored_upstream_is_applied_when_the_server_starts() {
     let second = admin_server(|s| s.storage.data_dir = dir.clone()).await;
     wait_for(&second, "remote_echo", true).await;
 }
+
+#[tokio::test]
+async fn an_upstream_stored_through_one_replica_is_served_and_withdrawn_by_every_replica_on_postgres() {
+    use crate::audit_support::{PgDb, pg_settings};
+    let upstream = TestServer::start().await;
+    let db = PgDb::create().await;
+    let replica = |url: String| {
+        admin_server(move |s| {
+            let data = s.storage.data_dir.clone();
+            s.storage = pg_settings(url, &data);
+        })
+    };
+    let (a, b) = (replica(db.url()).await, replica(db.url()).await);
+    let created = put(&a, "remote", &json!({"url": upstream.url("/mcp"), "allow_private": true}), None).await;
+    assert_eq!(created.status(), 201);
+    wait_for(&b, "remote_echo", true).await;
+    let deleted = a.client.delete(a.admin_url("/admin/upstreams/remote")).send().await.expect("sent");
+    assert_eq!(deleted.status(), 204);
+    wait_for(&b, "remote_echo", false).await;
+}
