@@ -50,7 +50,8 @@ pub async fn require_admin(State(app): State<AdminState>, mut request: Request, 
         // Off the request path: a flood of bad tokens must stay cheap to refuse.
         caller.audit_in_background(audit, AuditRecord::new(kind, Outcome::Denied).with_detail(format!("admin API: {}", refusal.kind())));
     }
-    refuse(&auth, &refusal, &app.settings.auth.required_scopes, scope)
+    let refused = refuse(&auth, &refusal, &app.settings.auth.required_scopes, scope);
+    crate::transport::bearer::discard_body(request, refused).await
 }
 
 /// The bearer gate's answer for `refusal` (status, challenge, `Retry-After`) with a problem

@@ -87,9 +87,33 @@ pub async fn require(State(app): State<BearerGate>, mut request: Request, next: 
                 // Off the request path: a flood of bad tokens must stay cheap to refuse.
                 caller.audit_in_background(audit, AuditRecord::new(kind, Outcome::Denied).with_detail(refusal.kind()));
             }
-            challenge(&auth, &refusal)
+            let refused = challenge(&auth, &refusal);
+            discard_body(request, refused).await
         }
     }
+}
+
+/// Most of a refused request's body read so its connection can carry the client's next
+/// request (an SDK sends `initialize` without a token, then retries with one on the same
+/// connection); and the longest that may take.
+const DISCARD_MAX: usize = 64 * 1024;
+const DISCARD_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A refusal sent before the body was read: hyper closes such a connection without saying so,
+/// and a client that reuses it fails its next request. So a small body is read and dropped
+/// first (the connection stays usable); a bigger or slower one gets `Connection: close`.
+pub async fn discard_body(request: Request, mut refused: Response<Body>) -> Response<Body> {
+    let headers = request.headers();
+    let has_body =
+        headers.get(header::CONTENT_LENGTH).is_some_and(|v| v.as_bytes() != b"0") || headers.contains_key(header::TRANSFER_ENCODING);
+    if !has_body {
+        return refused;
+    }
+    let drained = tokio::time::timeout(DISCARD_WITHIN, axum::body::to_bytes(request.into_body(), DISCARD_MAX)).await;
+    if !matches!(drained, Ok(Ok(_))) {
+        refused.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    refused
 }
 
 /// The HTTP answer for a refusal: its status, an RFC 6750 challenge pointing to the RFC 9728

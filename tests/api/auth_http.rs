@@ -215,3 +215,45 @@ async fn method_classes_can_need_their_own_scopes() {
     let res = s.post(call, &[("authorization", &format!("Bearer {caller}")), ("mcp-session-id", &sid)]).await;
     assert_eq!(res.status(), 200, "the same principal with the scope continues its session");
 }
+
+/// Sends `head`, then `body` a moment later (as a client streaming its body does), and reads
+/// one response; then `next` on the same connection and returns what came back for it.
+async fn refused_then_reused(s: &TestServer, head: &str, body: &str, next: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(s.running.addr).await.expect("connect");
+    conn.write_all(head.as_bytes()).await.expect("head");
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    conn.write_all(body.as_bytes()).await.expect("body");
+    let first = read_response(&mut conn).await;
+    let _ = conn.write_all(next.as_bytes()).await;
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn.read_to_end(&mut rest)).await;
+    (first, String::from_utf8_lossy(&rest).into_owned())
+}
+
+async fn read_response(conn: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("\"jsonrpc\":\"2.0\"}") {
+        let n = conn.read(&mut buf).await.expect("read");
+        assert!(n > 0, "the connection closed before the response: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+#[tokio::test]
+async fn a_connection_refused_a_token_before_its_body_arrived_carries_the_next_request() {
+    let issuer = Issuer::start().await;
+    let s = secured(&issuer).await;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\naccept: application/json, text/event-stream\r\ncontent-length: {}\r\n\r\n",
+        INIT.len()
+    );
+    let next = "GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n";
+    let (refused, after) = refused_then_reused(&s, &head, INIT, next).await;
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    assert!(!refused.to_ascii_lowercase().contains("connection: close"), "a small body is read, so the connection stays: {refused}");
+    assert!(after.starts_with("HTTP/1.1 200"), "the next request on the connection is served: {after:?}");
+}
