@@ -113,6 +113,7 @@ fn refusal(name: &str, e: Refusal) -> Problem {
         }
         Refusal::DefinedInSettings(_) => Problem::new(Kind::DefinedElsewhere, e.to_string()).with_member("origin", json!("settings")),
         Refusal::CommandsDisabled => Problem::new(Kind::CommandToolsDisabled, e.to_string()),
+        Refusal::NotAllowed(_) => Problem::new(Kind::OperatorOnly, e.to_string()),
     }
 }
 

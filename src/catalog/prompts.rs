@@ -29,6 +29,8 @@ pub type RemoteGet = Arc<dyn Fn(String, Map<String, Value>) -> BoxFuture<'static
 pub struct RemotePrompts {
     pub prompts: Vec<Value>,
     pub get: RemoteGet,
+    /// Scopes a caller must hold to see and get them (the upstream's own `scopes`).
+    pub scopes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -158,12 +160,14 @@ impl PromptCatalog {
         }
     }
 
-    /// The other server that renders prompt `name`, if one lists it and no own prompt has it.
-    pub fn remote_get(&self, name: &str) -> Option<RemoteGet> {
+    /// The other server that renders prompt `name` for this caller, if one lists it and no
+    /// own prompt has it.
+    pub fn remote_get(&self, name: &str, may: super::resources::MayUse<'_>) -> Option<RemoteGet> {
         if self.prompts.read().iter().any(|p| p.name == name) {
             return None;
         }
-        self.remote.read().values().find(|r| r.prompts.iter().any(|p| p["name"] == name)).map(|r| r.get.clone())
+        let remote = self.remote.read();
+        remote.values().filter(|r| may(&r.scopes)).find(|r| r.prompts.iter().any(|p| p["name"] == name)).map(|r| r.get.clone())
     }
 
     pub fn has_completions(&self) -> bool {
@@ -181,10 +185,15 @@ impl PromptCatalog {
 
     /// One page of every listing, own and other servers', by name (a name two sources list is
     /// listed once, as the first has it).
-    pub fn list(&self, cursor: Option<&str>, size: usize) -> Result<(Vec<Value>, Option<String>), String> {
+    pub fn list(
+        &self,
+        cursor: Option<&str>,
+        size: usize,
+        may: super::resources::MayUse<'_>,
+    ) -> Result<(Vec<Value>, Option<String>), String> {
         let mut list: Vec<Value> = self.prompts.read().iter().map(Prompt::listing).collect();
         let mut seen: std::collections::HashSet<String> = list.iter().filter_map(|v| v["name"].as_str().map(str::to_owned)).collect();
-        for remote in self.remote.read().values() {
+        for remote in self.remote.read().values().filter(|r| may(&r.scopes)) {
             list.extend(remote.prompts.iter().filter(|p| p["name"].as_str().is_some_and(|n| seen.insert(n.to_owned()))).cloned());
         }
         list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
@@ -211,7 +220,7 @@ impl PromptCatalog {
     pub fn complete(&self, name: &str, argument: &str, value: &str) -> Option<Vec<String>> {
         let Some(prompt) = self.prompts.read().iter().find(|p| p.name == name).cloned() else {
             // Another server's prompt: known, without suggestions here.
-            return self.remote_get(name).map(|_| Vec::new());
+            return self.remote_get(name, &|_| true).map(|_| Vec::new());
         };
         Some(prompt.complete.map(|f| f(argument, value)).unwrap_or_default())
     }

@@ -25,6 +25,18 @@ pub struct RemoteResources {
     pub resources: Vec<Value>,
     pub templates: Vec<Value>,
     pub read: RemoteRead,
+    /// Scopes a caller must hold to see and read them (the upstream's own `scopes`).
+    pub scopes: Vec<String>,
+}
+
+/// Whether the caller holds every scope in the list (always, without authentication).
+pub type MayUse<'a> = &'a dyn Fn(&[String]) -> bool;
+
+/// How a resource is read: already (own resources), or through another server.
+pub enum Reading {
+    /// The `contents` array.
+    Done(Value),
+    Remote(RemoteRead),
 }
 
 /// A concrete resource.
@@ -223,23 +235,29 @@ impl ResourceCatalog {
 
     /// One page of every listing, own and other servers', in one order by URI (a URI two
     /// sources list is listed once, as the first has it).
-    pub fn list(&self, cursor: Option<&str>, size: usize) -> Result<(Vec<Value>, Option<String>), String> {
-        let list = self.merged(|r| r.resources.iter(), self.resources.read().iter().map(Resource::listing).collect(), "uri");
+    pub fn list(&self, cursor: Option<&str>, size: usize, may: MayUse<'_>) -> Result<(Vec<Value>, Option<String>), String> {
+        let list = self.merged(|r| r.resources.iter(), self.resources.read().iter().map(Resource::listing).collect(), "uri", may);
         let (page, next) = cursor::page(&list, |v| v["uri"].as_str().unwrap_or_default(), "resources", cursor, size)?;
         Ok((page.to_vec(), next))
     }
 
-    pub fn list_templates(&self, cursor: Option<&str>, size: usize) -> Result<(Vec<Value>, Option<String>), String> {
+    pub fn list_templates(&self, cursor: Option<&str>, size: usize, may: MayUse<'_>) -> Result<(Vec<Value>, Option<String>), String> {
         let own = self.templates.read().iter().map(ResourceTemplate::listing).collect();
-        let list = self.merged(|r| r.templates.iter(), own, "uriTemplate");
+        let list = self.merged(|r| r.templates.iter(), own, "uriTemplate", may);
         let (page, next) = cursor::page(&list, |v| v["uriTemplate"].as_str().unwrap_or_default(), "templates", cursor, size)?;
         Ok((page.to_vec(), next))
     }
 
-    fn merged(&self, of: impl Fn(&RemoteResources) -> std::slice::Iter<'_, Value>, mut own: Vec<Value>, key: &str) -> Vec<Value> {
+    fn merged(
+        &self,
+        of: impl Fn(&RemoteResources) -> std::slice::Iter<'_, Value>,
+        mut own: Vec<Value>,
+        key: &str,
+        may: MayUse<'_>,
+    ) -> Vec<Value> {
         let remote = self.remote.read();
         let mut seen: std::collections::HashSet<String> = own.iter().filter_map(|v| v[key].as_str().map(str::to_owned)).collect();
-        for entries in remote.values() {
+        for entries in remote.values().filter(|r| may(&r.scopes)) {
             for entry in of(entries) {
                 if entry[key].as_str().is_some_and(|k| seen.insert(k.to_owned())) {
                     own.push(entry.clone());
@@ -250,31 +268,28 @@ impl ResourceCatalog {
         own
     }
 
-    /// Reads a resource by URI: own resources, then own templates, then the other server that
-    /// lists the URI or a template matching it. `None`: nobody serves it; `Some(Err)`: the other
-    /// server could not read it.
-    pub async fn read(&self, uri: &str) -> Option<Result<Value, String>> {
+    /// Who reads `uri` for this caller: own resources, then own templates (read now), then the
+    /// other server that lists the URI or a template matching it. `None`: nobody serves it.
+    pub fn reader(&self, uri: &str, may: MayUse<'_>) -> Option<Reading> {
         let read = self.resources.read().iter().find(|r| r.uri == uri).map(|r| r.read.clone());
         if let Some(read) = read {
-            return Some(Ok(json!(read(uri))));
+            return Some(Reading::Done(json!(read(uri))));
         }
         let found = self.templates.read().iter().find_map(|t| t.matches(uri).map(|vars| (t.read.clone(), vars)));
         if let Some((read, vars)) = found {
-            return Some(Ok(json!(read(uri, &vars))));
+            return Some(Reading::Done(json!(read(uri, &vars))));
         }
-        let remote = self.remote_reader(uri)?;
-        Some(remote(uri.to_owned()).await)
+        self.remote_reader(uri, may).map(Reading::Remote)
     }
 
-    /// The other server that serves `uri`: one that lists it, else one with a matching template.
-    fn remote_reader(&self, uri: &str) -> Option<RemoteRead> {
+    /// The other server that serves `uri` to this caller: one that lists it, else one with a
+    /// matching template.
+    fn remote_reader(&self, uri: &str, may: MayUse<'_>) -> Option<RemoteRead> {
         let remote = self.remote.read();
-        let listed = remote.values().find(|r| r.resources.iter().any(|v| v["uri"] == uri));
-        let templated = || {
-            remote
-                .values()
-                .find(|r| r.templates.iter().filter_map(|t| t["uriTemplate"].as_str()).any(|t| template_matches(t, uri).is_some()))
-        };
+        let visible = || remote.values().filter(|r| may(&r.scopes));
+        let listed = visible().find(|r| r.resources.iter().any(|v| v["uri"] == uri));
+        let templated =
+            || visible().find(|r| r.templates.iter().filter_map(|t| t["uriTemplate"].as_str()).any(|t| template_matches(t, uri).is_some()));
         listed.or_else(templated).map(|r| r.read.clone())
     }
 
@@ -282,7 +297,7 @@ impl ResourceCatalog {
     pub fn exists(&self, uri: &str) -> bool {
         self.resources.read().iter().any(|r| r.uri == uri)
             || self.templates.read().iter().any(|t| t.matches(uri).is_some())
-            || self.remote_reader(uri).is_some()
+            || self.remote_reader(uri, &|_| true).is_some()
     }
 }
 

@@ -17,6 +17,10 @@ pub struct AdminSettings {
     /// Let the admin API create `command` tools (they run programs on this host). Off: only
     /// the tools file, which the operator controls, may define them.
     pub allow_command_tools: bool,
+    /// Let upstreams defined through the admin API use `oauth` (client credentials, or the
+    /// exchange of every caller's token at the definition's `token_url`). Off: only the
+    /// settings file, which the operator controls, may.
+    pub allow_upstream_oauth: bool,
     /// Largest admin request body accepted; larger ones get 413.
     pub max_body_bytes: usize,
 }
@@ -28,6 +32,7 @@ impl Default for AdminSettings {
             bind: SocketAddr::from(([127, 0, 0, 1], 8081)),
             scope: "toolgate:admin".into(),
             allow_command_tools: false,
+            allow_upstream_oauth: false,
             max_body_bytes: 1024 * 1024,
         }
     }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::{McpServer, RequestCtx, cursor_param};
+use crate::catalog::resources::Reading;
 use crate::protocol::Era;
 use crate::protocol::jsonrpc::{RpcError, code};
 
@@ -24,16 +25,25 @@ impl McpServer {
         };
         match method {
             "resources/list" => {
-                let page = self.resources.list(cursor_param(params)?, size).map_err(RpcError::invalid_params)?;
+                let page = self.resources.list(cursor_param(params)?, size, &|s| self.holds(s, ctx)).map_err(RpcError::invalid_params)?;
                 Ok(listed(page, "resources"))
             }
             "resources/templates/list" => {
-                let page = self.resources.list_templates(cursor_param(params)?, size).map_err(RpcError::invalid_params)?;
+                let page = self
+                    .resources
+                    .list_templates(cursor_param(params)?, size, &|s| self.holds(s, ctx))
+                    .map_err(RpcError::invalid_params)?;
                 Ok(listed(page, "resourceTemplates"))
             }
             _ => {
                 let uri = required_str(params, "uri", method)?;
-                match self.resources.read(uri).await {
+                let reading = self.resources.reader(uri, &|s| self.holds(s, ctx));
+                let read = match reading {
+                    Some(Reading::Done(contents)) => Some(Ok(contents)),
+                    Some(Reading::Remote(read)) => Some(read(uri.to_owned()).await),
+                    None => None,
+                };
+                match read {
                     Some(Ok(contents)) => Ok(json!({ "contents": contents })),
                     Some(Err(why)) => Err(RpcError::new(code::INTERNAL_ERROR, why).with_data(json!({ "uri": uri }))),
                     None => {
@@ -64,7 +74,8 @@ impl McpServer {
 
     pub(super) async fn prompt_method(&self, method: &str, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
         if method == "prompts/list" {
-            let (items, next) = self.prompts.list(cursor_param(params)?, self.page_size()).map_err(RpcError::invalid_params)?;
+            let (items, next) =
+                self.prompts.list(cursor_param(params)?, self.page_size(), &|s| self.holds(s, ctx)).map_err(RpcError::invalid_params)?;
             let mut v = json!({ "prompts": items });
             if let Some(next) = next {
                 v["nextCursor"] = json!(next);
@@ -72,7 +83,8 @@ impl McpServer {
             return Ok(v);
         }
         let name = required_str(params, "name", method)?;
-        if let Some(get) = self.prompts.remote_get(name) {
+        let remote = self.prompts.remote_get(name, &|s| self.holds(s, ctx));
+        if let Some(get) = remote {
             let arguments = params.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
             return get(name.to_owned(), arguments).await.map_err(|why| RpcError::new(code::INTERNAL_ERROR, why));
         }

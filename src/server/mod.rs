@@ -263,6 +263,11 @@ impl McpServer {
         configured && tool.tool.opts.scopes.iter().all(|s| principal.has_scope(s))
     }
 
+    /// Whether the caller holds every one of `scopes` (always, without authentication).
+    pub(crate) fn holds(&self, scopes: &[String], ctx: &RequestCtx) -> bool {
+        ctx.caller.principal.as_ref().is_none_or(|p| scopes.iter().all(|s| p.has_scope(s)))
+    }
+
     fn list_tools(&self, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
         let cursor = cursor_param(params)?;
         let set = self.tools.snapshot();

@@ -63,18 +63,38 @@ pub async fn connect(
 async fn connect_sse(name: &str, settings: &UpstreamSettings, open: &Open, timeout: Duration) -> Result<(Peer, Handshake), UpstreamError> {
     let wire = SseWire::new(settings, credentials(settings)?, open.bearer.clone())?;
     let peer = Peer::new(name, Wire::Sse(wire.clone()));
-    if let Err(e) = wire.open(&peer, timeout).await {
-        peer.close(e.to_string());
-        return Err(e);
-    }
+    let opening = Opening(Some(peer.clone()));
+    wire.open(&peer, timeout).await?;
+    opening.disarm();
     finish(peer, None, timeout, open).await
+}
+
+/// Closes a connection that never finished opening: its handshake failed, or the future
+/// opening it was dropped (the upstream was removed or replaced meanwhile, or a caller's call
+/// ended), so no child process or stream outlives the attempt.
+struct Opening(Option<Peer>);
+
+impl Opening {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        if let Some(peer) = self.0.take() {
+            peer.close("the connection was abandoned before its handshake completed");
+        }
+    }
 }
 
 /// The handshake on a connected wire; a Streamable HTTP one then names the negotiated version
 /// on every request and listens on its GET stream.
 async fn finish(peer: Peer, http: Option<HttpWire>, timeout: Duration, open: &Open) -> Result<(Peer, Handshake), UpstreamError> {
+    let opening = Opening(Some(peer.clone()));
     match handshake(&peer, timeout).await {
         Ok(handshake) => {
+            opening.disarm();
             if let Some(wire) = http {
                 wire.set_version(&handshake.version);
                 if open.listen {
@@ -85,6 +105,7 @@ async fn finish(peer: Peer, http: Option<HttpWire>, timeout: Duration, open: &Op
         }
         Err(e) => {
             peer.close(e.to_string());
+            drop(opening);
             Err(e)
         }
     }

@@ -127,7 +127,7 @@ impl OAuth {
             .await
             .map_err(|_| UpstreamError::Transport("the token endpoint could not be reached for the token exchange".into()))?;
         let status = response.status();
-        let body = response.bytes().await.unwrap_or_default();
+        let body = small_body(response).await;
         let answer: Value = serde_json::from_slice(&body).unwrap_or_default();
         let token = answer.get("access_token").and_then(Value::as_str).filter(|t| !t.is_empty());
         match token {
@@ -144,13 +144,30 @@ impl OAuth {
     }
 }
 
+/// A token response's body, at most 64 KiB (a bigger one is not a token response: empty).
+async fn small_body(mut response: reqwest::Response) -> Vec<u8> {
+    const MAX: usize = 64 * 1024;
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        if body.len() + chunk.len() > MAX {
+            return Vec::new();
+        }
+        body.extend_from_slice(&chunk);
+    }
+    body
+}
+
 /// The key a caller's token is cached under: its digest, never the token.
 pub fn token_key(token: &BearerToken) -> [u8; 32] {
     Sha256::digest(token.expose().as_bytes()).into()
 }
 
+/// Longest a token is kept, whatever lifetime the server names (an absurd `expires_in` must
+/// not overflow the clock).
+const LONGEST_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
 fn renew_at(lifetime: Option<Duration>) -> Instant {
-    let lifetime = lifetime.unwrap_or(ASSUMED_LIFETIME);
+    let lifetime = lifetime.unwrap_or(ASSUMED_LIFETIME).min(LONGEST_LIFETIME);
     Instant::now() + lifetime.saturating_sub(RENEW_BEFORE).max(lifetime / 2)
 }
 

@@ -64,7 +64,8 @@ async fn connection(link: &Arc<Link>, ctx: &ToolContext) -> Result<Arc<Peer>, St
 async fn run(peer: &Peer, tool: &str, ctx: &ToolContext) -> Result<Result<Value, UpstreamError>, ToolOutcome> {
     let (events, mut incoming) = mpsc::channel(super::peer::CALL_EVENTS);
     let params = serde_json::json!({ "name": tool, "arguments": ctx.arguments() });
-    let mut call = peer.start("tools/call", params, Some(events), ctx.wants_progress());
+    let owner = ctx.principal().map(crate::principal::Principal::key);
+    let mut call = peer.start("tools/call", params, Some(super::peer::CallEvents { tx: events, owner }), ctx.wants_progress());
     loop {
         tokio::select! {
             reply = call.reply() => {

@@ -211,7 +211,16 @@ pub(super) async fn read_events(peer: &Peer, response: reqwest::Response, relate
             continue;
         }
         match serde_json::from_str::<Value>(&event.data) {
-            Ok(message) => peer.dispatch(message, related),
+            Ok(message) => {
+                // The answer ends this request's stream: stop reading it, whether or not the
+                // upstream closes it (the spec says it should, not that it must).
+                let answered =
+                    related.is_some_and(|id| message.get("id").and_then(Value::as_i64) == Some(id) && message.get("method").is_none());
+                peer.dispatch(message, related);
+                if answered {
+                    return;
+                }
+            }
             Err(_) => tracing::warn!(upstream = ?peer, "ignored an event that is not JSON-RPC"),
         }
     }

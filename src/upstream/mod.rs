@@ -55,6 +55,8 @@ pub struct Upstreams {
     offered: Mutex<BTreeMap<String, Vec<Tool>>>,
     /// toolgate's shutdown: every supervisor's stop signal is a child of it.
     stop: OnceLock<CancellationToken>,
+    /// Serializes reloads of the stored definitions (see `stored.rs`).
+    reloading: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Upstreams {
@@ -82,7 +84,14 @@ impl Upstreams {
             server.resources.expect_remote();
             server.prompts.expect_remote();
         }
-        Ok(Arc::new(Self { server, settings, links: RwLock::new(links), offered: Mutex::default(), stop: OnceLock::new() }))
+        Ok(Arc::new(Self {
+            server,
+            settings,
+            links: RwLock::new(links),
+            offered: Mutex::default(),
+            stop: OnceLock::new(),
+            reloading: tokio::sync::Mutex::new(()),
+        }))
     }
 
     /// Starts one supervisor per upstream; they stop when `stop` is cancelled.
@@ -100,7 +109,13 @@ impl Upstreams {
         }
     }
 
+    /// A stop signal for a new upstream: a child of toolgate's shutdown once it runs.
+    fn child_stop(&self) -> CancellationToken {
+        self.stop.get().map_or_else(CancellationToken::new, CancellationToken::child_token)
+    }
+
     /// Adds `link` (replacing one of its name, which stops) and starts it once toolgate runs.
+    /// Its stop signal comes from [`Self::child_stop`].
     fn start(self: &Arc<Self>, link: Link) {
         // Clients that initialize from now on are offered the resource and prompt methods.
         self.server.resources.expect_remote();
@@ -110,12 +125,7 @@ impl Upstreams {
         if let Some(old) = old {
             old.stop.cancel();
         }
-        if let Some(stop) = self.stop.get() {
-            let (own, parent) = (link.stop.clone(), stop.clone());
-            tokio::spawn(async move {
-                parent.cancelled().await;
-                own.cancel();
-            });
+        if self.stop.get().is_some() {
             tokio::spawn(supervise::run(link.clone(), self.clone(), link.stop.clone()));
         }
     }

@@ -69,6 +69,7 @@ async fn resources(link: &Arc<Link>, peer: &Peer, prefix: &str, timeout: Duratio
     Ok(RemoteResources {
         resources: listed.into_iter().filter(|r| r["uri"].is_string()).map(|r| prefixed(r, prefix)).collect(),
         templates: templates.into_iter().filter(|t| t["uriTemplate"].is_string()).map(|t| prefixed(t, prefix)).collect(),
+        scopes: link.settings.scopes.clone(),
         read: Arc::new(move |uri| {
             let link = link.clone();
             Box::pin(async move {
@@ -91,10 +92,12 @@ async fn prompts(link: &Arc<Link>, peer: &Peer, prefix: &str, timeout: Duration)
         upstream_names.insert(format!("{prefix}{name}"), name);
         prompts.push(prefixed(prompt, prefix));
     }
+    let scopes = link.settings.scopes.clone();
     let link = link.clone();
     let upstream_names = Arc::new(upstream_names);
     Ok(RemotePrompts {
         prompts,
+        scopes,
         get: Arc::new(move |served: String, arguments: Map<String, Value>| {
             let (link, names) = (link.clone(), upstream_names.clone());
             Box::pin(async move {

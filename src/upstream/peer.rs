@@ -33,9 +33,20 @@ pub enum CallEvent {
     },
 }
 
+/// Where a call's events go, and whose call it is.
+#[derive(Clone, Debug)]
+pub struct CallEvents {
+    pub tx: mpsc::Sender<CallEvent>,
+    /// The caller's principal key (`None` without authentication): a request of the upstream
+    /// that names no call goes only to a call when every call in flight is this caller's.
+    pub owner: Option<String>,
+}
+
 /// Events a call may have queued before it reads them; beyond, progress is dropped (it is
 /// advisory) and requests are refused.
 pub(super) const CALL_EVENTS: usize = 64;
+/// Answers to the upstream's requests in flight at most (see `Inner::answering`).
+const MAX_ANSWERING: usize = 32;
 
 type Reply = Result<Value, UpstreamError>;
 
@@ -49,12 +60,15 @@ struct Inner {
     wire: Wire,
     next_id: AtomicI64,
     pending: Mutex<HashMap<i64, oneshot::Sender<Reply>>>,
-    calls: Mutex<HashMap<i64, mpsc::Sender<CallEvent>>>,
+    calls: Mutex<HashMap<i64, CallEvents>>,
     /// Cancelled when the connection is gone; `reason` says why.
     closed: CancellationToken,
     reason: Mutex<Option<String>>,
     /// Woken by `notifications/{tools,resources,prompts}/list_changed`.
     pub(super) changed: Notify,
+    /// Answers to the upstream's own requests being sent at once: an upstream that floods
+    /// requests gets the excess dropped rather than a task each.
+    answering: Arc<tokio::sync::Semaphore>,
     name: String,
 }
 
@@ -75,6 +89,7 @@ impl Peer {
                 closed: CancellationToken::new(),
                 reason: Mutex::new(None),
                 changed: Notify::new(),
+                answering: Arc::new(tokio::sync::Semaphore::new(MAX_ANSWERING)),
                 name: name.to_owned(),
             }),
         }
@@ -101,7 +116,7 @@ impl Peer {
     /// Sends a request whose progress (asked for with `progress`) and requests back go to
     /// `events`. The returned [`PendingCall`] cancels the request upstream if dropped before
     /// its answer.
-    pub fn start(&self, method: &str, mut params: Value, events: Option<mpsc::Sender<CallEvent>>, progress: bool) -> PendingCall {
+    pub fn start(&self, method: &str, mut params: Value, events: Option<CallEvents>, progress: bool) -> PendingCall {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         if let Some(events) = events {
@@ -124,7 +139,9 @@ impl Peer {
         } else {
             Some(self.inner.wire.send_request(self.clone(), id, message))
         };
-        PendingCall { peer: self.clone(), id, reply: Some(rx), sending, done: false }
+        // The spec forbids cancelling `initialize`.
+        let cancellable = method != "initialize";
+        PendingCall { peer: self.clone(), id, reply: Some(rx), sending, done: false, cancellable }
     }
 
     /// Sends a notification (no answer).
@@ -181,8 +198,8 @@ impl Peer {
                     total: params.get("total").and_then(Value::as_f64),
                     message: params.get("message").and_then(Value::as_str).map(str::to_owned),
                 };
-                if let Some(tx) = self.inner.calls.lock().get(&token) {
-                    let _ = tx.try_send(event);
+                if let Some(call) = self.inner.calls.lock().get(&token) {
+                    let _ = call.tx.try_send(event);
                 }
             }
             "notifications/tools/list_changed" | "notifications/resources/list_changed" | "notifications/prompts/list_changed" => {
@@ -194,30 +211,42 @@ impl Peer {
     }
 
     /// A request from the upstream: `ping` is answered here; input requests go to the call
-    /// they belong to. Over stdio nothing says which call that is, so a request is relayed only
-    /// while exactly one call runs: never to another user's client.
+    /// they belong to. Over stdio (and on a stream shared by calls) nothing says which call that
+    /// is, so such a request is relayed only while every call in flight is one caller's (with
+    /// authentication), or while exactly one call runs (without): never to another user.
     fn upstream_request(&self, id: Value, method: String, params: Value, related: Option<i64>) {
-        let peer = self.clone();
         if method == "ping" {
-            tokio::spawn(async move { peer.respond(id, Ok(json!({}))).await });
+            self.answer_later(id, Ok(json!({})));
             return;
         }
         let target = {
             let calls = self.inner.calls.lock();
             match related {
                 Some(call) => calls.get(&call).cloned(),
-                None if calls.len() == 1 => calls.values().next().cloned(),
-                None => None,
+                None => one_callers(&calls),
             }
         };
         let refusal = match target {
-            Some(tx) => match tx.try_send(CallEvent::Request { id: id.clone(), method, params }) {
+            Some(call) => match call.tx.try_send(CallEvent::Request { id: id.clone(), method, params }) {
                 Ok(()) => return,
                 Err(_) => "the call this request belongs to is not reading requests".to_owned(),
             },
             None => format!("toolgate cannot tell which call the request {method:?} belongs to"),
         };
-        tokio::spawn(async move { peer.respond(id, Err((-32603, refusal))).await });
+        self.answer_later(id, Err((-32603, refusal)));
+    }
+
+    /// Answers an upstream's request off the reading task, within [`MAX_ANSWERING`] at once.
+    fn answer_later(&self, id: Value, answer: Result<Value, (i64, String)>) {
+        let Ok(permit) = self.inner.answering.clone().try_acquire_owned() else {
+            tracing::debug!(upstream = %self.inner.name, "dropped an answer: too many of the upstream's requests at once");
+            return;
+        };
+        let peer = self.clone();
+        tokio::spawn(async move {
+            peer.respond(id, answer).await;
+            drop(permit);
+        });
     }
 
     /// Ends the connection: every waiting request fails with `reason`.
@@ -277,6 +306,18 @@ impl Peer {
     }
 }
 
+/// Some call in flight, when all of them are one caller's (with authentication) or there is
+/// exactly one (without).
+fn one_callers(calls: &HashMap<i64, CallEvents>) -> Option<CallEvents> {
+    let mut all = calls.values();
+    let first = all.next()?;
+    let same = match &first.owner {
+        Some(owner) => all.all(|c| c.owner.as_ref() == Some(owner)),
+        None => calls.len() == 1,
+    };
+    same.then(|| first.clone())
+}
+
 /// A request on its way. Dropped before its answer (a cancelled or timed-out call), it tells
 /// the upstream with `notifications/cancelled` and stops reading the answer's stream.
 pub struct PendingCall {
@@ -285,6 +326,7 @@ pub struct PendingCall {
     reply: Option<oneshot::Receiver<Reply>>,
     sending: Option<tokio::task::AbortHandle>,
     done: bool,
+    cancellable: bool,
 }
 
 impl PendingCall {
@@ -308,7 +350,7 @@ impl Drop for PendingCall {
         if let Some(sending) = self.sending.take() {
             sending.abort();
         }
-        if waiting && !self.peer.is_closed() {
+        if waiting && self.cancellable && !self.peer.is_closed() {
             let peer = self.peer.clone();
             let id = self.id;
             tokio::spawn(async move {

@@ -25,6 +25,9 @@ pub enum Refusal {
     /// A stdio upstream runs a program on this host.
     #[error("a stdio upstream runs a program on this host, which the admin API may not define unless `admin.allow_command_tools = true`")]
     CommandsDisabled,
+    /// Something only the operator's settings may allow.
+    #[error("{0}")]
+    NotAllowed(String),
 }
 
 impl Upstreams {
@@ -40,6 +43,7 @@ impl Upstreams {
         if settings.stdio.is_some() && !self.settings.admin.allow_command_tools {
             return Err(Refusal::CommandsDisabled);
         }
+        self.operator_limits(&settings)?;
         let invalid = |key: String, message: String| {
             let field = key.strip_prefix(&format!("upstreams.{name}.")).unwrap_or(&key).to_owned();
             Refusal::Invalid { field, message }
@@ -55,6 +59,51 @@ impl Upstreams {
         let tools = &self.settings.tools;
         Link::build(name, &settings, tools, tools.default_timeout_secs, CancellationToken::new()).map_err(|e| invalid(e.clone(), e))?;
         Ok(settings)
+    }
+
+    /// What only the operator may allow, checked for definitions from the admin API: secrets
+    /// from the environment or files the `http` kind may read (`tools.http.secret_env`,
+    /// `tools.http.secret_dirs`), a private address the operator exempts
+    /// (`tools.http.allow_hosts`), and OAuth (`admin.allow_upstream_oauth`: a `token_url`
+    /// receives every caller's token).
+    fn operator_limits(&self, settings: &UpstreamSettings) -> Result<(), Refusal> {
+        use crate::tooldef::http::{env_allowed, is_under};
+        let http = &self.settings.tools.http;
+        let secrets = settings.headers.iter().map(|(h, s)| (format!("headers.{h}"), s));
+        let secrets =
+            secrets.chain(settings.oauth.iter().filter_map(|o| o.client_secret.as_ref()).map(|s| ("oauth.client_secret".to_owned(), s)));
+        for (field, source) in secrets {
+            if let Some(var) = &source.env
+                && !env_allowed(var, &http.secret_env)
+            {
+                let message = format!("the environment variable {var} is not in tools.http.secret_env, which the operator sets");
+                return Err(Refusal::Invalid { field, message });
+            }
+            if let Some(path) = &source.file
+                && !is_under(path, &http.secret_dirs)
+            {
+                let message = format!("{} is not under tools.http.secret_dirs, which the operator sets", path.display());
+                return Err(Refusal::Invalid { field, message });
+            }
+        }
+        if settings.allow_private {
+            let url = settings.url.as_deref().and_then(|u| url::Url::parse(u).ok());
+            let listed = url.as_ref().and_then(|u| u.host_str()).is_some_and(|host| {
+                let policy = crate::tooldef::http::AddressPolicy::new(&http.allow_hosts, &Default::default());
+                policy.is_allowed(host) && url.as_ref().is_some_and(|u| policy.check_url(u).is_ok())
+            });
+            if !listed {
+                return Err(Refusal::NotAllowed(
+                    "allow_private through the admin API needs the upstream's host (and port) in tools.http.allow_hosts, which the operator sets".into(),
+                ));
+            }
+        }
+        if settings.oauth.is_some() && !self.settings.admin.allow_upstream_oauth {
+            return Err(Refusal::NotAllowed(
+                "an upstream defined through the admin API may use `oauth` only with `admin.allow_upstream_oauth = true`: its token_url would receive every caller's token".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Makes the running upstreams match the stored definitions (besides the settings' own).
@@ -73,7 +122,7 @@ impl Upstreams {
             if running == Some(Some(row.revision)) || self.settings.upstreams.contains_key(&row.name) {
                 continue;
             }
-            match self.check_stored(row) {
+            match self.check_stored(row, self.child_stop()) {
                 Ok(link) => self.start(link),
                 Err(why) => {
                     tracing::error!(upstream = %row.name, "stored upstream definition not applied: {why}");
@@ -85,10 +134,10 @@ impl Upstreams {
     }
 
     /// A stored row as a link; checked again, as the settings it depends on may have changed.
-    fn check_stored(&self, row: &StoredUpstream) -> Result<Link, String> {
+    fn check_stored(&self, row: &StoredUpstream, stop: CancellationToken) -> Result<Link, String> {
         let settings = self.check(&row.name, &row.definition).map_err(|e| e.to_string())?;
         let tools = &self.settings.tools;
-        let link = Link::build(&row.name, &settings, tools, tools.default_timeout_secs, CancellationToken::new())?;
+        let link = Link::build(&row.name, &settings, tools, tools.default_timeout_secs, stop)?;
         link.update(|s| {
             s.source = "admin";
             s.revision = Some(row.revision);
@@ -99,6 +148,9 @@ impl Upstreams {
     /// Reads the stored definitions and applies them (start-up, an admin change, another
     /// replica's change).
     pub async fn reload_stored(self: &Arc<Self>, store: &crate::store::Store) -> Result<Vec<String>, sqlx::Error> {
+        // One reload at a time, read and applied together: a reload that read an older
+        // revision can never apply after one that read a newer one.
+        let _one = self.reloading.lock().await;
         let stored = super::db::load_all(store).await?;
         Ok(self.apply_stored(&stored))
     }

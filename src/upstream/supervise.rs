@@ -19,6 +19,11 @@ const PING_TIMEOUT: Duration = Duration::from_secs(10);
 /// Backoff between connection attempts: doubling from the first to the last, with jitter.
 const BACKOFF_FIRST: Duration = Duration::from_millis(500);
 const BACKOFF_LAST: Duration = Duration::from_secs(30);
+/// A connection that lasted this long starts the backoff over; one that failed sooner keeps it
+/// growing (an upstream that crashes right after listing its tools is not restarted in a loop).
+const STABLE_AFTER: Duration = Duration::from_secs(30);
+/// `list_changed` notifications within this long of the first are answered by one resync.
+const RESYNC_QUIET: Duration = Duration::from_millis(100);
 
 pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: CancellationToken) {
     let mut failures: u32 = 0;
@@ -36,7 +41,9 @@ pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: Cancel
                     link.update(|s| s.reconnects += 1);
                 }
                 connected_before = true;
-                if serve(&link, &upstreams, peer.clone(), handshake, &stop).await {
+                let up_since = std::time::Instant::now();
+                serve(&link, &upstreams, peer.clone(), handshake, &stop).await;
+                if up_since.elapsed() >= STABLE_AFTER {
                     failures = 0;
                 }
                 link.peer.store(None);
@@ -73,26 +80,28 @@ pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: Cancel
     }
 }
 
-/// Serves the upstream's tools while the connection lives; true if they were listed at
-/// least once (the connection was useful, so the backoff starts over).
-async fn serve(link: &Arc<Link>, upstreams: &Upstreams, peer: Peer, handshake: Handshake, stop: &CancellationToken) -> bool {
+/// Serves the upstream's tools while the connection lives.
+async fn serve(link: &Arc<Link>, upstreams: &Upstreams, peer: Peer, handshake: Handshake, stop: &CancellationToken) {
     link.update(|s| {
         s.transport = peer.transport();
         s.protocol_version = Some(handshake.version.clone());
         s.server_info = handshake.server_info.clone();
     });
     link.peer.store(Some(Arc::new(peer.clone())));
-    let mut synced = false;
     let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
     let mut changed = true;
     loop {
         if changed {
-            synced |= sync(link, upstreams, &peer, &handshake.capabilities).await;
+            sync(link, upstreams, &peer, &handshake.capabilities).await;
             changed = false;
         }
         tokio::select! {
-            () = peer.closed() => return synced,
-            () = peer.changed() => changed = true,
+            () = peer.closed() => return,
+            () = peer.changed() => {
+                // A burst of notifications (one per tool an upstream adds) is one resync.
+                tokio::time::sleep(RESYNC_QUIET).await;
+                changed = true;
+            }
             _ = ping.tick() => {
                 if let Err(e) = peer.request("ping", serde_json::json!({}), PING_TIMEOUT).await {
                     peer.close(format!("the upstream did not answer a ping: {e}"));
@@ -100,7 +109,7 @@ async fn serve(link: &Arc<Link>, upstreams: &Upstreams, peer: Peer, handshake: H
             }
             () = stop.cancelled() => {
                 peer.close("toolgate is shutting down");
-                return synced;
+                return;
             }
         }
     }

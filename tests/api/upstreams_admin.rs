@@ -14,9 +14,11 @@ async fn put(server: &TestServer, name: &str, definition: &Value, if_match: Opti
     request.send().await.expect("sent")
 }
 
+/// A server whose operator exempts loopback upstreams (what `allow_private` from the API needs).
 async fn admin_server(adjust: impl FnOnce(&mut toolgate::config::Settings)) -> TestServer {
     TestServer::with(|s| {
         s.tools.packs.examples = false;
+        s.tools.http.allow_hosts = vec!["127.0.0.1".into()];
         adjust(s);
     })
     .await
@@ -124,4 +126,34 @@ async fn an_upstream_stored_through_one_replica_is_served_and_withdrawn_by_every
     let deleted = a.client.delete(a.admin_url("/admin/upstreams/remote")).send().await.expect("sent");
     assert_eq!(deleted.status(), 204);
     wait_for(&b, "remote_echo", false).await;
+}
+
+#[tokio::test]
+async fn a_private_address_through_the_api_needs_the_operators_allow_hosts() {
+    let upstream = TestServer::start().await;
+    let server = admin_server(|s| s.tools.http.allow_hosts.clear()).await;
+    let refused = put(&server, "remote", &json!({"url": upstream.url("/mcp"), "allow_private": true}), None).await;
+    assert_eq!(refused.status(), 403);
+    let problem: Value = refused.json().await.expect("problem");
+    assert!(problem["detail"].as_str().is_some_and(|d| d.contains("tools.http.allow_hosts")), "{problem}");
+}
+
+#[tokio::test]
+async fn a_header_secret_through_the_api_comes_only_from_what_the_operator_allows() {
+    let server = admin_server(|s| s.tools.http.secret_env = vec!["UPSTREAM_*".into()]).await;
+    let definition = json!({"url": "https://mcp.example.com/mcp", "headers": {"X-Key": {"env": "DATABASE_URL"}}});
+    let refused = put(&server, "remote", &definition, None).await;
+    assert_eq!(refused.status(), 422);
+    let problem: Value = refused.json().await.expect("problem");
+    assert_eq!(problem["errors"][0]["field"], "headers.X-Key", "{problem}");
+}
+
+#[tokio::test]
+async fn oauth_through_the_api_needs_the_operators_consent() {
+    let server = admin_server(|_| {}).await;
+    let oauth = json!({"grant": "token_exchange", "token_url": "https://idp.example.com/token", "client_id": "toolgate"});
+    let refused = put(&server, "remote", &json!({"url": "https://mcp.example.com/mcp", "oauth": oauth}), None).await;
+    assert_eq!(refused.status(), 403);
+    let problem: Value = refused.json().await.expect("problem");
+    assert!(problem["detail"].as_str().is_some_and(|d| d.contains("admin.allow_upstream_oauth")), "{problem}");
 }

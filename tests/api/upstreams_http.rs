@@ -349,3 +349,29 @@ async fn an_sse_upstreams_progress_reaches_the_client() {
     }
     assert_eq!(steps, 3);
 }
+
+/// `method` in a new session of a caller holding `scope`.
+async fn as_caller(server: &TestServer, issuer: &Issuer, scope: &str, method: &str, params: Value) -> Value {
+    let bearer = format!("Bearer {}", issuer.token("alice", scope));
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":V,"capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
+    let res = server.post(&init.to_string(), &[("authorization", &bearer)]).await;
+    let session = res.headers()["mcp-session-id"].to_str().expect("ascii").to_owned();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    crate::common::response_json(server.post(&body.to_string(), &[("authorization", &bearer), ("mcp-session-id", &session)]).await).await
+}
+
+#[tokio::test]
+async fn an_upstreams_scopes_guard_its_resources_and_prompts_too() {
+    let issuer = Issuer::start().await;
+    let upstream = TestServer::with(|s| s.tools.packs.conformance = true).await;
+    let server = front(&upstream.url("/mcp"), json!({"scopes": ["up:read"]}), |s| issuer.trust(s)).await;
+    wait_for(&server, "up_test_simple_text", true).await;
+    let without = as_caller(&server, &issuer, "mcp:tools", "resources/list", json!({})).await;
+    assert_eq!(without["result"]["resources"], json!([]), "hidden without the scope: {without}");
+    let read = as_caller(&server, &issuer, "mcp:tools", "resources/read", json!({"uri": "test://static-text"})).await;
+    assert!(read["error"].is_object(), "not readable without the scope: {read}");
+    let prompts = as_caller(&server, &issuer, "mcp:tools", "prompts/list", json!({})).await;
+    assert_eq!(prompts["result"]["prompts"], json!([]), "{prompts}");
+    let with = as_caller(&server, &issuer, "mcp:tools up:read", "resources/list", json!({})).await;
+    assert!(with["result"]["resources"].as_array().is_some_and(|r| !r.is_empty()), "listed with the scope: {with}");
+}

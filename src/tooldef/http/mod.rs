@@ -23,6 +23,7 @@ mod spec;
 mod ssrf;
 
 // The same address policy guards upstream MCP servers (`src/upstream/http.rs`).
+pub(crate) use secret::{env_allowed, is_under};
 pub(crate) use ssrf::{AddressPolicy, GuardedResolver, Refusal, find_cause, redirect_policy};
 // Public only so `fuzz/` can drive the URL template directly.
 pub mod template;
