@@ -53,7 +53,8 @@ struct Inner {
 
 impl HttpWire {
     pub fn new(settings: &UpstreamSettings, headers: HeaderMap, bearer: Bearer) -> Result<Self, UpstreamError> {
-        let (client, url) = client(settings, &headers)?;
+        let credentialed = !headers.is_empty() || !matches!(bearer, Bearer::None);
+        let (client, url) = client(settings, credentialed)?;
         Ok(Self(Arc::new(Inner {
             client,
             bearer,
@@ -227,7 +228,9 @@ pub(super) async fn read_events(peer: &Peer, response: reqwest::Response, relate
 }
 
 /// The HTTP client for an upstream under the address policy, and its URL checked against it.
-pub(super) fn client(settings: &UpstreamSettings, headers: &HeaderMap) -> Result<(reqwest::Client, Url), UpstreamError> {
+/// A client that sends credentials (headers or a bearer token) follows redirects within the
+/// URL's own origin only.
+pub(super) fn client(settings: &UpstreamSettings, credentialed: bool) -> Result<(reqwest::Client, Url), UpstreamError> {
     let url = settings.url.as_deref().unwrap_or_default();
     let url = Url::parse(url).map_err(|e| UpstreamError::Transport(format!("url: {e}")))?;
     let exempt: Vec<String> = match (settings.allow_private, url.host_str(), url.port_or_known_default()) {
@@ -240,7 +243,7 @@ pub(super) fn client(settings: &UpstreamSettings, headers: &HeaderMap) -> Result
         .use_rustls_tls()
         .no_proxy()
         .dns_resolver(Arc::new(GuardedResolver::new(policy.clone())))
-        .redirect(redirect_policy(policy, MAX_REDIRECTS, !headers.is_empty()))
+        .redirect(redirect_policy(policy, MAX_REDIRECTS, credentialed))
         .connect_timeout(Duration::from_millis(settings.connect_timeout_ms))
         .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
         .build()

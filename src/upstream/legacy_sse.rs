@@ -35,7 +35,8 @@ struct Inner {
 
 impl SseWire {
     pub fn new(settings: &UpstreamSettings, headers: HeaderMap, bearer: Bearer) -> Result<Self, UpstreamError> {
-        let (client, url) = client(settings, &headers)?;
+        let credentialed = !headers.is_empty() || !matches!(bearer, Bearer::None);
+        let (client, url) = client(settings, credentialed)?;
         let inner = Inner {
             client,
             url,

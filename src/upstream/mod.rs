@@ -124,6 +124,9 @@ impl Upstreams {
         let old = self.links.write().insert(link.name.clone(), link.clone());
         if let Some(old) = old {
             old.stop.cancel();
+            if let Some(users) = &old.users {
+                users.invalidate_all();
+            }
         }
         if self.stop.get().is_some() {
             tokio::spawn(supervise::run(link.clone(), self.clone(), link.stop.clone()));
@@ -136,6 +139,10 @@ impl Upstreams {
         link.stop.cancel();
         if let Some(peer) = link.peer.swap(None) {
             peer.close("the upstream was removed");
+        }
+        if let Some(users) = &link.users {
+            // Each caller's connection closes once no call holds it (the eviction listener).
+            users.invalidate_all();
         }
         let mut offered = self.offered.lock();
         self.server.tools.set_withdrawn(name, Vec::new(), String::new());

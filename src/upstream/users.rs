@@ -18,8 +18,10 @@ use crate::principal::BearerToken;
 
 /// Callers with a connection kept at once; the least recently used goes first.
 const MAX_USERS: u64 = 10_000;
-/// An evicted connection is closed this much later, so a call still on it can finish.
-const CLOSE_GRACE: Duration = Duration::from_secs(60);
+/// An evicted connection is closed once no call holds it (checked this often), or after
+/// [`CLOSE_AT_MOST`] whatever holds it.
+const CLOSE_CHECK: Duration = Duration::from_secs(5);
+const CLOSE_AT_MOST: Duration = Duration::from_secs(3600);
 
 #[derive(Clone)]
 pub(super) struct UserPeer {
@@ -36,7 +38,11 @@ pub(super) fn cache() -> Users {
         .eviction_listener(|_key, user: UserPeer, _cause| {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(async move {
-                    tokio::time::sleep(CLOSE_GRACE).await;
+                    let since = Instant::now();
+                    // Calls hold a clone of the connection; this task holds one more.
+                    while Arc::strong_count(&user.peer) > 1 && since.elapsed() < CLOSE_AT_MOST {
+                        tokio::time::sleep(CLOSE_CHECK).await;
+                    }
                     user.peer.close("the caller's exchanged token is due for renewal");
                 });
             }
