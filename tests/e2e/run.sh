@@ -2,12 +2,13 @@
 # End-to-end tests: the real toolgate binary driven by the official MCP client SDKs (Python mcp
 # 1.x and 2.x, TypeScript), over Streamable HTTP and the legacy HTTP+SSE transport, and the
 # 2025-11-25 tasks through the Python 1.x SDK's task API (tests/e2e/py_tasks_client.py), then OAuth
-# end to end against a real authorization server (tests/e2e/oauth.sh), then declarative tools
-# served from nothing but a tools directory (tests/e2e/tools.sh), then the tools of upstream MCP
-# servers (server-everything, FastMCP, rmcp) served through toolgate (tests/e2e/upstreams.sh),
-# then the official conformance suite (tests/e2e/conformance.sh, when present). Needs
-# tests/e2e/setup.sh to have run. The last line is always `e2e: N passed, M failed`; exit status 0
-# only if M is 0.
+# end to end against a real authorization server (tests/e2e/oauth.sh), then per-caller RFC 8693
+# token exchange for an upstream at that authorization server (tests/e2e/upstream_oauth.sh), then
+# declarative tools served from nothing but a tools directory (tests/e2e/tools.sh), then the tools
+# of upstream MCP servers (server-everything, FastMCP, rmcp) served through toolgate
+# (tests/e2e/upstreams.sh), then the official conformance suite (tests/e2e/conformance.sh, when
+# present). Needs tests/e2e/setup.sh to have run. The last line is always `e2e: N passed, M
+# failed`; exit status 0 only if M is 0.
 #
 # Environment:
 #   HARNESS_DIR            where setup.sh installed the clients (default ~/.cache/toolgate-e2e)
@@ -15,6 +16,7 @@
 #   E2E_PORTS              loopback ports to try for the server, FIRST-LAST (default 18200-18299)
 #   E2E_CLIENT_TIMEOUT     seconds each client run may take (default 120)
 #   E2E_OAUTH_TIMEOUT      seconds tests/e2e/oauth.sh may take (default 600)
+#   E2E_UPSTREAM_OAUTH_TIMEOUT  seconds tests/e2e/upstream_oauth.sh may take (default 300)
 #   E2E_TOOLS_TIMEOUT      seconds tests/e2e/tools.sh may take (default 300)
 #   E2E_UPSTREAMS_TIMEOUT  seconds tests/e2e/upstreams.sh may take (default 600; the first run
 #                          also builds the rmcp peer)
@@ -28,6 +30,7 @@ PROFILE="${E2E_PROFILE:-debug}"
 PORTS="${E2E_PORTS:-18200-18299}"
 CLIENT_TIMEOUT="${E2E_CLIENT_TIMEOUT:-120}"
 OAUTH_TIMEOUT="${E2E_OAUTH_TIMEOUT:-600}"
+UPSTREAM_OAUTH_TIMEOUT="${E2E_UPSTREAM_OAUTH_TIMEOUT:-300}"
 TOOLS_TIMEOUT="${E2E_TOOLS_TIMEOUT:-300}"
 UPSTREAMS_TIMEOUT="${E2E_UPSTREAMS_TIMEOUT:-600}"
 CONFORMANCE_TIMEOUT="${E2E_CONFORMANCE_TIMEOUT:-1500}"
@@ -54,7 +57,7 @@ case "$PROFILE" in
 esac
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE/toolgate"
 [ -x "$BIN" ] || { log "no binary at $BIN" && exit 2; }
-export TOOLGATE_BIN="$BIN" # for oauth.sh, tools.sh, upstreams.sh and conformance.sh
+export TOOLGATE_BIN="$BIN" # for oauth.sh, upstream_oauth.sh, tools.sh, upstreams.sh and conformance.sh
 
 # ---- server ---------------------------------------------------------------------------------
 # Default auth (dev mode): every client sends a token minted below with this key.
@@ -124,6 +127,12 @@ rc=0
 E2E_CLIENT_TIMEOUT="$CLIENT_TIMEOUT" timeout -k 10 "$OAUTH_TIMEOUT" bash "$E2E/oauth.sh" || rc=$?
 [ "$rc" = 124 ] && log "oauth.sh: killed after ${OAUTH_TIMEOUT}s"
 record "oauth" "$rc"
+
+# ---- per-caller token exchange for an upstream (starts its own AS, upstream and server) ------
+rc=0
+E2E_CLIENT_TIMEOUT="$CLIENT_TIMEOUT" timeout -k 10 "$UPSTREAM_OAUTH_TIMEOUT" bash "$E2E/upstream_oauth.sh" || rc=$?
+[ "$rc" = 124 ] && log "upstream_oauth.sh: killed after ${UPSTREAM_OAUTH_TIMEOUT}s"
+record "upstream token exchange" "$rc"
 
 # ---- declarative tools (starts its own upstream and server) ---------------------------------
 rc=0
