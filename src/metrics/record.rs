@@ -329,10 +329,38 @@ pub fn accept_error() {
 // ===== upstream MCP servers =====
 // Labelled by upstream name: a fixed set, from the operator's settings.
 
-/// A call forwarded to `upstream` ended with `outcome` after `elapsed`.
-pub fn record_upstream_call(upstream: &str, outcome: &'static str, elapsed: Duration) {
-    metrics::counter!(UPSTREAM_CALLS, "upstream" => upstream.to_owned(), "outcome" => outcome).increment(1);
-    metrics::histogram!(UPSTREAM_CALL_DURATION, "upstream" => upstream.to_owned()).record(elapsed.as_secs_f64());
+/// The outcomes of a forwarded call: the `outcome` label of `toolgate_upstream_calls_total`.
+pub const UPSTREAM_OUTCOMES: [&str; 6] = ["ok", "tool_error", "rpc_error", "timeout", "failed", "cancelled"];
+
+/// One upstream's call handles, resolved once (a look-up per call cost a registry search and
+/// two label allocations on the forwarding path).
+pub struct UpstreamMetrics {
+    calls: [Counter; UPSTREAM_OUTCOMES.len()],
+    duration: Histogram,
+}
+
+impl std::fmt::Debug for UpstreamMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamMetrics").finish_non_exhaustive()
+    }
+}
+
+impl UpstreamMetrics {
+    pub fn new(upstream: &str) -> Self {
+        let upstream = SharedString::from(Arc::<str>::from(upstream));
+        Self {
+            calls: UPSTREAM_OUTCOMES.map(|o| metrics::counter!(UPSTREAM_CALLS, "upstream" => upstream.clone(), "outcome" => o)),
+            duration: metrics::histogram!(UPSTREAM_CALL_DURATION, "upstream" => upstream),
+        }
+    }
+
+    /// One forwarded call; `outcome` indexes [`UPSTREAM_OUTCOMES`].
+    pub fn record(&self, outcome: usize, elapsed: Duration) {
+        if let Some(calls) = self.calls.get(outcome) {
+            calls.increment(1);
+        }
+        self.duration.record(elapsed.as_secs_f64());
+    }
 }
 
 /// A connection attempt to `upstream`; its state and tool count after it.

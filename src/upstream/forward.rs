@@ -30,7 +30,7 @@ pub(super) async fn call(link: Arc<Link>, tool: Arc<str>, ctx: ToolContext) -> T
     };
     let started = Instant::now();
     let outcome = run(&peer, &tool, &ctx).await;
-    crate::metrics::record::record_upstream_call(&link.name, outcome_label(&outcome), started.elapsed());
+    link.metrics.record(outcome_index(&outcome), started.elapsed());
     match outcome {
         Ok(Ok(result)) => relay(result),
         Ok(Err(UpstreamError::Rpc { code: -32602, message })) => Err(ToolError::InvalidArguments(message)),
@@ -158,13 +158,14 @@ fn block(raw: Map<String, Value>) -> Content {
     }
 }
 
-fn outcome_label(outcome: &Result<Result<Value, UpstreamError>, ToolOutcome>) -> &'static str {
+/// The outcome's index in [`crate::metrics::record::UPSTREAM_OUTCOMES`].
+fn outcome_index(outcome: &Result<Result<Value, UpstreamError>, ToolOutcome>) -> usize {
     match outcome {
-        Ok(Ok(v)) if v.get("isError").and_then(Value::as_bool) == Some(true) => "tool_error",
-        Ok(Ok(_)) => "ok",
-        Ok(Err(UpstreamError::Rpc { .. })) => "rpc_error",
-        Ok(Err(UpstreamError::Timeout(_))) => "timeout",
-        Ok(Err(_)) => "failed",
-        Err(_) => "cancelled",
+        Ok(Ok(v)) if v.get("isError").and_then(Value::as_bool) == Some(true) => 1,
+        Ok(Ok(_)) => 0,
+        Ok(Err(UpstreamError::Rpc { .. })) => 2,
+        Ok(Err(UpstreamError::Timeout(_))) => 3,
+        Ok(Err(_)) => 4,
+        Err(_) => 5,
     }
 }

@@ -30,6 +30,8 @@ pub struct Link {
     pub(crate) oauth: Option<Arc<credentials::OAuth>>,
     /// Token exchange: each caller's own connection.
     pub(super) users: Option<users::Users>,
+    /// This upstream's call metrics.
+    pub(crate) metrics: crate::metrics::record::UpstreamMetrics,
     /// Stops this upstream's supervisor (removed or replaced through the admin API, or
     /// toolgate shutting down).
     pub(super) stop: CancellationToken,
@@ -122,6 +124,7 @@ impl Link {
             tool_settings: tools.clone(),
             oauth,
             users: exchange.then(users::cache),
+            metrics: crate::metrics::record::UpstreamMetrics::new(name),
             stop,
         })
     }

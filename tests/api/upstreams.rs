@@ -393,3 +393,30 @@ async fn readiness_does_not_wait_for_an_upstream_not_marked_required() {
     let (server, _) = serve(json!({"stdio": {"program": "sh", "args": ["-c", "exit 1"]}})).await;
     assert_eq!(server.client.get(server.url("/readyz")).send().await.expect("sent").status(), 200);
 }
+
+#[tokio::test]
+async fn forwarded_calls_and_the_upstreams_state_are_in_the_metrics() {
+    let (server, _) = serve(json!({})).await;
+    wait_for(&server, "fx_echo", true).await;
+    let session = server.initialize(V).await;
+    call(&server, &session, "fx_echo", json!({"text": "m"})).await;
+    call(&server, &session, "fx_fail", json!({})).await;
+    let text = server.client.get(server.admin_url("/metrics")).send().await.expect("sent").text().await.expect("body");
+    // (metric, labels it carries, value): label order and other labels do not matter.
+    let expected: [(&str, &[&str], &str); 4] = [
+        ("toolgate_upstream_calls_total", &[r#"upstream="fx""#, r#"outcome="ok""#], "1"),
+        ("toolgate_upstream_calls_total", &[r#"upstream="fx""#, r#"outcome="tool_error""#], "1"),
+        ("toolgate_upstream_up", &[r#"upstream="fx""#], "1"),
+        ("toolgate_upstream_tools", &[r#"upstream="fx""#], "11"),
+    ];
+    for (metric, labels, value) in expected {
+        let found = text.lines().any(|l| {
+            l.starts_with(&format!("{metric}{{")) && labels.iter().all(|label| l.contains(label)) && l.ends_with(&format!(" {value}"))
+        });
+        assert!(
+            found,
+            "{metric} {labels:?} = {value} not in:\n{}",
+            text.lines().filter(|l| l.contains("upstream")).collect::<Vec<_>>().join("\n")
+        );
+    }
+}
