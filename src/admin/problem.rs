@@ -150,6 +150,20 @@ impl Problem {
             .with_header(header::RETRY_AFTER, HeaderValue::from_static("5"))
     }
 
+    /// 412 for a write naming a stale revision of `what` (`tool "x"`, `upstream "y"`): the
+    /// current revision as `current_revision` and as the `ETag`.
+    pub fn stale_revision(what: &str, current: i64) -> Self {
+        let problem = Self::new(
+            Kind::PreconditionFailed,
+            format!("{what} is at revision {current}, not the one If-Match names; read it again and retry"),
+        )
+        .with_member("current_revision", serde_json::json!(current));
+        match HeaderValue::from_str(&super::extract::etag(current)) {
+            Ok(tag) => problem.with_header(header::ETAG, tag),
+            Err(_) => problem,
+        }
+    }
+
     pub fn not_found(detail: impl Into<String>) -> Self {
         Self::new(Kind::NotFound, detail)
     }

@@ -244,17 +244,7 @@ fn origin_filter(query: Option<&str>) -> Result<Option<Origin>, Problem> {
 fn write_problem(app: &AdminState, name: &str, e: WriteError) -> Problem {
     match e {
         WriteError::NotFound => absent(app, name),
-        WriteError::RevisionMismatch { current } => {
-            let problem = Problem::new(
-                Kind::PreconditionFailed,
-                format!("tool {name:?} is at revision {current}, not the one If-Match names; read it again and retry"),
-            )
-            .with_member("current_revision", json!(current));
-            match HeaderValue::from_str(&etag(current)) {
-                Ok(tag) => problem.with_header(header::ETAG, tag),
-                Err(_) => problem,
-            }
-        }
+        WriteError::RevisionMismatch { current } => Problem::stale_revision(&format!("tool {name:?}"), current),
         WriteError::Exists => Problem::new(Kind::NameTaken, format!("a tool called {name:?} is already stored")),
         WriteError::Database(e) => Problem::database(&e),
     }

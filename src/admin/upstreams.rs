@@ -120,17 +120,7 @@ fn refusal(name: &str, e: Refusal) -> Problem {
 fn write_problem(name: &str, e: WriteError) -> Problem {
     match e {
         WriteError::NotFound => Problem::not_found(format!("no upstream called {name:?} is stored")),
-        WriteError::RevisionMismatch { current } => {
-            let problem = Problem::new(
-                Kind::PreconditionFailed,
-                format!("upstream {name:?} is at revision {current}, not the one If-Match names; read it again and retry"),
-            )
-            .with_member("current_revision", json!(current));
-            match HeaderValue::from_str(&etag(current)) {
-                Ok(tag) => problem.with_header(header::ETAG, tag),
-                Err(_) => problem,
-            }
-        }
+        WriteError::RevisionMismatch { current } => Problem::stale_revision(&format!("upstream {name:?}"), current),
         WriteError::Database(e) => Problem::database(&e),
     }
 }

@@ -16,6 +16,18 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 
 pub use crate::config::storage::{BackendKind, DEFAULT_SQLITE_FILE, StorageSettings};
 
+/// Runs `$body` with `$pool` bound to whichever pool the store has: for statements whose one
+/// SQL text serves both dialects (`tasks/db.rs`, `upstream/db.rs`).
+macro_rules! on_pool {
+    ($store:expr, |$pool:ident| $body:expr) => {
+        match $store.backend() {
+            $crate::store::Backend::Sqlite($pool) => $body,
+            $crate::store::Backend::Postgres($pool) => $body,
+        }
+    };
+}
+pub(crate) use on_pool;
+
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
 

@@ -8,18 +8,9 @@ use serde_json::{Map, Value, json};
 use sqlx::Row as _;
 
 use crate::protocol::task::{Task, TaskStatus};
-use crate::store::{Backend, Store};
+use crate::store::{Store, on_pool};
 
 /// The same statement on whichever backend runs (`$pool` is that backend's pool).
-macro_rules! on_pool {
-    ($store:expr, |$pool:ident| $body:expr) => {
-        match $store.backend() {
-            Backend::Sqlite($pool) => $body,
-            Backend::Postgres($pool) => $body,
-        }
-    };
-}
-
 macro_rules! columns {
     () => {
         "id, owner, era, tool, status, status_message, created_ms, updated_ms, ttl_ms, poll_ms, outcome, lease_owner, input_requests, input_responses"

@@ -12,7 +12,7 @@ use super::legacy_sse::SseWire;
 use super::peer::Peer;
 use super::wire::Wire;
 use crate::config::ToolSettings;
-use crate::config::upstreams::{HeaderSource, HttpTransport, UpstreamSettings};
+use crate::config::upstreams::{HttpTransport, UpstreamSettings};
 use crate::protocol::ProtocolVersion;
 
 /// What the upstream said about itself.
@@ -140,7 +140,7 @@ async fn handshake(peer: &Peer, timeout: Duration) -> Result<Handshake, Upstream
 fn credentials(settings: &UpstreamSettings) -> Result<HeaderMap, UpstreamError> {
     let mut headers = HeaderMap::new();
     for (name, source) in &settings.headers {
-        let value = read_source(source).map_err(|e| UpstreamError::Transport(format!("header {name}: {e}")))?;
+        let value = super::credentials::read_secret(source).map_err(|e| UpstreamError::Transport(format!("header {name}: {e}")))?;
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| UpstreamError::Transport(format!("header {name}: {e}")))?;
         let mut value = HeaderValue::from_str(&format!("{}{value}", source.prefix))
             .map_err(|_| UpstreamError::Transport(format!("header {name}: the value has characters a header cannot carry")))?;
@@ -148,8 +148,4 @@ fn credentials(settings: &UpstreamSettings) -> Result<HeaderMap, UpstreamError> 
         headers.insert(name, value);
     }
     Ok(headers)
-}
-
-fn read_source(source: &HeaderSource) -> Result<String, String> {
-    super::credentials::read_secret(source)
 }

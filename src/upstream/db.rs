@@ -4,16 +4,7 @@
 
 use serde_json::Value;
 
-use crate::store::{Backend, Store};
-
-macro_rules! on_pool {
-    ($store:expr, |$pool:ident| $body:expr) => {
-        match $store.backend() {
-            Backend::Sqlite($pool) => $body,
-            Backend::Postgres($pool) => $body,
-        }
-    };
-}
+use crate::store::{Store, on_pool};
 
 /// One stored definition.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]

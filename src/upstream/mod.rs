@@ -170,10 +170,6 @@ impl Upstreams {
         self.links.read().values().map(|l| l.status()).collect()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.links.read().is_empty()
-    }
-
     /// Withdraws `link`'s tools, resources and prompts (its connection is lost): clients hear
     /// `list_changed`, and a call to one of its tools meanwhile is told why. Nothing happens
     /// for a link no longer current.

@@ -115,9 +115,9 @@ async fn serve(link: &Arc<Link>, upstreams: &Upstreams, peer: Peer, handshake: H
     }
 }
 
-/// Lists the upstream's tools and publishes them; false (with the error recorded) if the
-/// listing failed, in which case a broken connection is closed.
-async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities: &serde_json::Value) -> bool {
+/// Lists the upstream's tools and publishes them; a listing that fails is recorded as the last
+/// error and closes the connection (the supervisor reconnects).
+async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities: &serde_json::Value) {
     let timeout = Duration::from_millis(link.settings.connect_timeout_ms.max(5_000));
     match catalog::list_tools(peer, timeout).await {
         Ok(listed) => {
@@ -138,13 +138,11 @@ async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities
             });
             record::upstream_state(&link.name, true, count);
             tracing::info!(upstream = %link.name, tools = count, "upstream tools listed");
-            true
         }
         Err(e) => {
             tracing::warn!(upstream = %link.name, error = %e, "cannot list the upstream's tools");
             link.update(|s| s.last_error = Some(format!("tools/list: {e}")));
             peer.close(format!("tools/list failed: {e}"));
-            false
         }
     }
 }
