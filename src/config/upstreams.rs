@@ -31,6 +31,13 @@ pub struct UpstreamSettings {
     /// SSE transport when the first POST is refused with 400, 404 or 405).
     #[serde(default)]
     pub transport: HttpTransport,
+    /// Which protocol revision a Streamable HTTP upstream is spoken in: `auto` (the default:
+    /// ask `server/discover` for 2026-07-28, and fall back to the `initialize` handshake when
+    /// the upstream does not know it), `legacy` (always `initialize`, for an upstream that
+    /// mishandles the probe), or `2026-07-28` (no fallback). stdio and SSE upstreams are
+    /// always spoken with `initialize`.
+    #[serde(default)]
+    pub protocol: UpstreamProtocol,
     /// Lets `url` be a loopback, private or link-local address: exactly its host and port are
     /// exempt from the SSRF policy (redirects elsewhere are still checked). Internal MCP
     /// servers usually need it; off by default.
@@ -140,6 +147,18 @@ pub enum HttpTransport {
     Sse,
 }
 
+/// `protocol = …`: how the revision an upstream speaks is chosen.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+pub enum UpstreamProtocol {
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    #[serde(rename = "legacy")]
+    Legacy,
+    #[serde(rename = "2026-07-28")]
+    Modern,
+}
+
 /// `stdio = { … }`: the same rules as a `command` tool's program (no shell, an empty
 /// environment but for the allow-list, its own process group).
 #[derive(Clone, Debug, Deserialize)]
@@ -218,6 +237,9 @@ impl UpstreamSettings {
                 return Err((key("headers"), "headers apply to `url` upstreams only".into()));
             }
             (Some(_), None) => {}
+        }
+        if self.protocol == UpstreamProtocol::Modern && (self.stdio.is_some() || self.transport == HttpTransport::Sse) {
+            return Err((key("protocol"), "\"2026-07-28\" applies to Streamable HTTP `url` upstreams only; use \"auto\"".into()));
         }
         if self.concurrency == 0 {
             return Err((key("concurrency"), "must be at least 1".into()));

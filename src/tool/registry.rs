@@ -60,14 +60,7 @@ impl RegisteredTool {
         let listing = serde_json::to_value(d).map_err(|e| format!("tool {:?}: {e}", d.name))?;
         // A tool's own queue is as deep as its limit allows a burst to wait: 4 rounds.
         let bulkhead = tool.opts.concurrency.map(|n| super::bulkhead::Bulkhead::new(n, n.saturating_mul(4)));
-        let header_params = d
-            .input_schema
-            .get("properties")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-            .filter_map(|(property, schema)| Some((property.clone(), schema.get("x-mcp-header")?.as_str()?.to_owned())))
-            .collect();
+        let header_params = schema::header_params(&d.input_schema);
         Ok(Self { tool, input, output, listing: Arc::new(listing), bulkhead, header_params, metrics: std::sync::OnceLock::new() })
     }
 

@@ -69,6 +69,18 @@ pub fn check(validator: &Validator, instance: &Value) -> Result<(), String> {
     Err(message)
 }
 
+/// The properties of an input schema marked `x-mcp-header` (SEP-2243), with the header
+/// suffix each names: a modern request carries each one's value in `Mcp-Param-<suffix>`.
+pub fn header_params(input_schema: &Value) -> Vec<(String, String)> {
+    input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(property, schema)| Some((property.clone(), schema.get("x-mcp-header")?.as_str()?.to_owned())))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -83,6 +83,7 @@ fn build_one(link: &Arc<Link>, upstream_name: &str, entry: &Value) -> Result<Too
     validate_name(&name)?;
     let input_schema = entry.get("inputSchema").cloned().unwrap_or_else(|| serde_json::json!({"type": "object"}));
     schema::compile(&input_schema).map_err(|e| format!("inputSchema: {e}"))?;
+    let header_params = schema::header_params(&input_schema);
     let description = over
         .description
         .clone()
@@ -112,7 +113,8 @@ fn build_one(link: &Arc<Link>, upstream_name: &str, entry: &Value) -> Result<Too
     let fingerprint = fingerprint(&link.name, entry, &format!("{over:?}{s:?}"));
     builder = builder.provenance(format!("upstream={} tool={upstream_name}", link.name));
     let link = link.clone();
-    let target: Arc<str> = upstream_name.into();
+    let target = super::forward::Target { name: upstream_name.into(), header_params: header_params.into() };
+    let target = Arc::new(target);
     Ok(builder.origin(Origin::Upstream, fingerprint).handler(move |ctx| super::forward::call(link.clone(), target.clone(), ctx)))
 }
 

@@ -1,5 +1,7 @@
 //! Opening a connection: start the child or build the HTTP client with the upstream's own
-//! credentials, then the MCP handshake (`initialize`, `notifications/initialized`).
+//! credentials, then learn what the upstream is: `server/discover` (2026-07-28) on Streamable
+//! HTTP unless `protocol = "legacy"`, else (or when the upstream does not take the probe) the
+//! handshake (`initialize`, `notifications/initialized`).
 
 use std::time::Duration;
 
@@ -12,7 +14,7 @@ use super::legacy_sse::SseWire;
 use super::peer::Peer;
 use super::wire::Wire;
 use crate::config::ToolSettings;
-use crate::config::upstreams::{HttpTransport, UpstreamSettings};
+use crate::config::upstreams::{HttpTransport, UpstreamProtocol, UpstreamSettings};
 use crate::protocol::ProtocolVersion;
 
 /// What the upstream said about itself.
@@ -45,14 +47,14 @@ pub async fn connect(
     let timeout = Duration::from_millis(settings.connect_timeout_ms);
     if let Some(stdio) = &settings.stdio {
         let peer = super::stdio::spawn(name, stdio, tools, settings.max_message_bytes)?;
-        return finish(peer, None, timeout, &open).await;
+        return finish(peer, None, UpstreamProtocol::Legacy, timeout, &open).await;
     }
     if settings.transport == HttpTransport::Sse {
         return connect_sse(name, settings, &open, timeout).await;
     }
     let wire = HttpWire::new(settings, credentials(settings)?, open.bearer.clone())?;
     let peer = Peer::new(name, Wire::Http(wire.clone()));
-    match finish(peer, Some(wire), timeout, &open).await {
+    match finish(peer, Some(wire), settings.protocol, timeout, &open).await {
         Err(UpstreamError::Status(400 | 404 | 405)) if settings.transport == HttpTransport::Auto => {
             connect_sse(name, settings, &open, timeout).await
         }
@@ -66,7 +68,7 @@ async fn connect_sse(name: &str, settings: &UpstreamSettings, open: &Open, timeo
     let opening = Opening(Some(peer.clone()));
     wire.open(&peer, timeout).await?;
     opening.disarm();
-    finish(peer, None, timeout, open).await
+    finish(peer, None, UpstreamProtocol::Legacy, timeout, open).await
 }
 
 /// Closes a connection that never finished opening: its handshake failed, or the future
@@ -88,15 +90,23 @@ impl Drop for Opening {
     }
 }
 
-/// The handshake on a connected wire; a Streamable HTTP one then names the negotiated version
-/// on every request and listens on its GET stream.
-async fn finish(peer: Peer, http: Option<HttpWire>, timeout: Duration, open: &Open) -> Result<(Peer, Handshake), UpstreamError> {
+/// What the upstream is, on a connected wire; a Streamable HTTP one then names the version on
+/// every request and listens for what the upstream says unprompted.
+async fn finish(
+    peer: Peer,
+    http: Option<HttpWire>,
+    protocol: UpstreamProtocol,
+    timeout: Duration,
+    open: &Open,
+) -> Result<(Peer, Handshake), UpstreamError> {
     let opening = Opening(Some(peer.clone()));
-    match handshake(&peer, timeout).await {
+    match learn(&peer, http.as_ref(), protocol, timeout).await {
         Ok(handshake) => {
             opening.disarm();
             if let Some(wire) = http {
-                wire.set_version(&handshake.version);
+                if !wire.is_modern() {
+                    wire.set_version(&handshake.version);
+                }
                 if open.listen {
                     tokio::spawn(wire.listen(peer.clone()));
                 }
@@ -109,6 +119,26 @@ async fn finish(peer: Peer, http: Option<HttpWire>, timeout: Duration, open: &Op
             Err(e)
         }
     }
+}
+
+/// `server/discover` first where the protocol allows it, else (or when the upstream does not
+/// speak 2026-07-28) `initialize`.
+async fn learn(peer: &Peer, http: Option<&HttpWire>, protocol: UpstreamProtocol, timeout: Duration) -> Result<Handshake, UpstreamError> {
+    let Some(wire) = http.filter(|_| protocol != UpstreamProtocol::Legacy) else {
+        return handshake(peer, timeout).await;
+    };
+    wire.set_modern(true);
+    if let Some(found) = super::modern::discover(peer, timeout).await? {
+        return Ok(found);
+    }
+    wire.set_modern(false);
+    if protocol == UpstreamProtocol::Modern {
+        return Err(UpstreamError::Protocol(
+            "the upstream does not speak protocol 2026-07-28 (server/discover was refused); set upstreams.<name>.protocol = \"auto\""
+                .into(),
+        ));
+    }
+    handshake(peer, timeout).await
 }
 
 async fn handshake(peer: &Peer, timeout: Duration) -> Result<Handshake, UpstreamError> {

@@ -4,20 +4,40 @@
 //! requests for input (elicitation, sampling, roots) are asked of the client where the
 //! client's protocol allows. A cancelled or timed-out call is cancelled upstream too (dropping
 //! the [`PendingCall`](super::peer::PendingCall) does it).
+//!
+//! A 2026-07-28 upstream asks its questions by answering `input_required`; toolgate asks the
+//! client (a legacy client as requests on its stream; a 2026-07-28 client by answering
+//! `input_required` itself, with the upstream's questions and state in toolgate's signed
+//! `requestState`) and calls again with the answers.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::Link;
 use super::error::UpstreamError;
 use super::peer::{CallEvent, Peer};
 use crate::protocol::{CallToolResult, Content, Era};
-use crate::tool::{ToolContext, ToolError, ToolOutcome};
+use crate::tool::{InputRequest, ToolContext, ToolError, ToolOutcome};
 
-pub(super) async fn call(link: Arc<Link>, tool: Arc<str>, ctx: ToolContext) -> ToolOutcome {
+/// The upstream tool a toolgate tool forwards to.
+pub(super) struct Target {
+    pub name: Arc<str>,
+    /// Properties its input schema marks `x-mcp-header`, with their header suffixes: a
+    /// 2026-07-28 upstream wants their values as `Mcp-Param-*` headers too.
+    pub header_params: Arc<[(String, String)]>,
+}
+
+/// Rounds of questions (`input_required`) one call may ask before toolgate stops it.
+const MAX_INPUT_ROUNDS: usize = 8;
+/// Where a 2026-07-28 client's retry finds the upstream's questions and state (inside the
+/// `requestState` toolgate signs).
+const STATE_KEY: &str = "upstream";
+
+pub(super) async fn call(link: Arc<Link>, target: Arc<Target>, ctx: ToolContext) -> ToolOutcome {
+    let tool = &target.name;
     let peer = match connection(&link, &ctx).await {
         Ok(peer) => peer,
         Err(why) => return Ok(CallToolResult::error(why)),
@@ -29,7 +49,7 @@ pub(super) async fn call(link: Arc<Link>, tool: Arc<str>, ctx: ToolContext) -> T
         )));
     };
     let started = Instant::now();
-    let outcome = run(&peer, &tool, &ctx).await;
+    let outcome = run(&peer, &target, &ctx).await;
     link.metrics.record(outcome_index(&outcome), started.elapsed());
     match outcome {
         Ok(Ok(result)) => relay(result),
@@ -59,13 +79,77 @@ async fn connection(link: &Arc<Link>, ctx: &ToolContext) -> Result<Arc<Peer>, St
     })
 }
 
-/// The upstream's answer, or `Err` when the call ended here first (cancelled, or a question
-/// the client cannot be asked).
-async fn run(peer: &Peer, tool: &str, ctx: &ToolContext) -> Result<Result<Value, UpstreamError>, ToolOutcome> {
+/// The upstream's answer, or `Err` when the call ended here first (cancelled, a question the
+/// client cannot be asked, or one a 2026-07-28 client answers by calling again).
+async fn run(peer: &Peer, target: &Target, ctx: &ToolContext) -> Result<Result<Value, UpstreamError>, ToolOutcome> {
+    let mut params = json!({ "name": &*target.name, "arguments": ctx.arguments() });
+    if let Some(saved) = ctx.request_state().and_then(|s| s.get(STATE_KEY)) {
+        // A 2026-07-28 client's retry, with its answers to the upstream's last questions.
+        answer_round(ctx, &mut params, saved.get("inputRequests"), saved.get("requestState")).await?;
+    }
+    for _ in 0..MAX_INPUT_ROUNDS {
+        let reply = one_call(peer, target, &params, ctx).await?;
+        let Ok(result) = &reply else { return Ok(reply) };
+        if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+            return Ok(reply);
+        }
+        let (requests, state) = (result.get("inputRequests"), result.get("requestState"));
+        // What a 2026-07-28 client's retry needs to go on (toolgate signs it, so it comes
+        // back unchanged).
+        ctx.set_request_state(json!({ STATE_KEY: { "inputRequests": requests, "requestState": state } }));
+        answer_round(ctx, &mut params, requests, state).await?;
+    }
+    Err(Ok(CallToolResult::error(format!(
+        "The upstream tool asked for input {MAX_INPUT_ROUNDS} times in a row; toolgate stopped the call."
+    ))))
+}
+
+/// Asks the client the upstream's questions (`inputRequests`), and puts the answers and the
+/// upstream's `requestState` into the next call's params.
+async fn answer_round(ctx: &ToolContext, params: &mut Value, requests: Option<&Value>, state: Option<&Value>) -> Result<(), ToolOutcome> {
+    let Some(Value::Object(requests)) = requests else {
+        return Err(Ok(CallToolResult::error("The upstream asked for input without an inputRequests object.")));
+    };
+    let mut asked = Vec::with_capacity(requests.len());
+    for (key, request) in requests {
+        let question = request.get("params").cloned().unwrap_or_else(|| json!({}));
+        asked.push(match request.get("method").and_then(Value::as_str) {
+            Some("elicitation/create") => InputRequest::elicit(key, question),
+            Some("sampling/createMessage") => InputRequest::sample(key, question),
+            Some("roots/list") => InputRequest::roots(key),
+            other => {
+                return Err(Ok(CallToolResult::error(format!("The upstream asked for input toolgate does not relay ({other:?}).",))));
+            }
+        });
+    }
+    let answers = match ctx.request_inputs(asked).await {
+        Ok(answers) => answers,
+        Err(ToolError::MissingClientCapability(capability)) => {
+            return Err(Ok(CallToolResult::error(format!(
+                "The upstream tool needs {capability} from the client, which this client does not support."
+            ))));
+        }
+        Err(e) => return Err(Err(e)),
+    };
+    params["inputResponses"] = Value::Object(requests.keys().cloned().zip(answers).collect());
+    match state {
+        Some(state) if !state.is_null() => params["requestState"] = state.clone(),
+        _ => {
+            if let Some(p) = params.as_object_mut() {
+                p.remove("requestState");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One `tools/call` round trip, relaying progress and the upstream's own requests meanwhile.
+async fn one_call(peer: &Peer, target: &Target, params: &Value, ctx: &ToolContext) -> Result<Result<Value, UpstreamError>, ToolOutcome> {
     let (events, mut incoming) = mpsc::channel(super::peer::CALL_EVENTS);
-    let params = serde_json::json!({ "name": tool, "arguments": ctx.arguments() });
     let owner = ctx.principal().map(crate::principal::Principal::key);
-    let mut call = peer.start("tools/call", params, Some(super::peer::CallEvents { tx: events, owner }), ctx.wants_progress());
+    let headers = if peer.is_modern() { super::modern::param_headers(&target.header_params, ctx.arguments()) } else { Vec::new() };
+    let events = Some(super::peer::CallEvents { tx: events, owner });
+    let mut call = peer.start_with("tools/call", params.clone(), events, ctx.wants_progress(), headers);
     loop {
         tokio::select! {
             reply = call.reply() => {
@@ -139,7 +223,11 @@ fn relay(result: Value) -> ToolOutcome {
         structured_content: result.remove("structuredContent"),
         is_error: result.get("isError").and_then(Value::as_bool).unwrap_or(false),
         meta: match result.remove("_meta") {
-            Some(Value::Object(meta)) => Some(meta),
+            Some(Value::Object(mut meta)) => {
+                // The upstream's protocol keys (its serverInfo) are its own; toolgate states its own.
+                meta.retain(|k, _| !k.starts_with(super::modern::META_PREFIX));
+                (!meta.is_empty()).then_some(meta)
+            }
             _ => None,
         },
     })

@@ -5,17 +5,19 @@
 //! `allow_private` may be on a private address, and then only its own host and port.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use http::header::{ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use super::error::UpstreamError;
+use super::modern;
 use super::peer::Peer;
 use crate::config::upstreams::UpstreamSettings;
 use crate::tooldef::http::{AddressPolicy, GuardedResolver, Refusal, find_cause, redirect_policy};
@@ -47,6 +49,8 @@ struct Inner {
     headers: HeaderMap,
     session: Mutex<Option<HeaderValue>>,
     version: Mutex<Option<HeaderValue>>,
+    /// Spoken in 2026-07-28: no session, `_meta` and `Mcp-*` headers on every request.
+    modern: AtomicBool,
     max: usize,
     stop: CancellationToken,
 }
@@ -62,6 +66,7 @@ impl HttpWire {
             headers,
             session: Mutex::new(None),
             version: Mutex::new(None),
+            modern: AtomicBool::new(false),
             max: settings.max_message_bytes,
             stop: CancellationToken::new(),
         })))
@@ -70,6 +75,18 @@ impl HttpWire {
     /// After `initialize`: every later request names the negotiated version.
     pub(super) fn set_version(&self, version: &str) {
         *self.0.version.lock() = HeaderValue::from_str(version).ok();
+    }
+
+    /// Speaks 2026-07-28 from now on (`true`, before `server/discover`), or the handshake era
+    /// (`false`, when the upstream did not take the probe: anything it said is forgotten).
+    pub(super) fn set_modern(&self, modern: bool) {
+        self.0.modern.store(modern, Ordering::Relaxed);
+        *self.0.version.lock() = modern.then(|| HeaderValue::from_static(modern::VERSION));
+        *self.0.session.lock() = None;
+    }
+
+    pub(super) fn is_modern(&self) -> bool {
+        self.0.modern.load(Ordering::Relaxed)
     }
 
     async fn request(&self, method: reqwest::Method) -> Result<reqwest::RequestBuilder, UpstreamError> {
@@ -85,26 +102,50 @@ impl HttpWire {
     }
 
     /// POSTs one message. For a request (`related`), whatever the answer's body or stream
-    /// carries is dispatched, and the request fails if no answer came.
-    pub(super) async fn post(&self, peer: &Peer, message: &Value, related: Option<i64>) -> Result<(), UpstreamError> {
-        let body = serde_json::to_vec(message).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
-        let response = self
-            .request(reqwest::Method::POST)
-            .await?
+    /// carries is dispatched, and the request fails if no answer came. `extra` headers go with
+    /// it in 2026-07-28 only (`Mcp-Param-*`).
+    pub(super) async fn post(
+        &self,
+        peer: &Peer,
+        mut message: Value,
+        related: Option<i64>,
+        extra: Vec<(HeaderName, HeaderValue)>,
+    ) -> Result<(), UpstreamError> {
+        let modern = self.is_modern();
+        let mut request = self.request(reqwest::Method::POST).await?;
+        if modern {
+            // 2026-07-28 defines nothing a client sends but requests: cancelling is closing
+            // the request's stream, and the upstream asks no questions of its own.
+            if message.get("id").is_none() || message.get("method").is_none() {
+                return Ok(());
+            }
+            for (name, value) in modern::stamp(&mut message).into_iter().chain(extra) {
+                request = request.header(name, value);
+            }
+        }
+        let body = serde_json::to_vec(&message).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+        let response = request
             .header(ACCEPT, "application/json, text/event-stream")
             .header(CONTENT_TYPE, "application/json")
             .body(body)
             .send()
             .await
             .map_err(|e| send_error(&e))?;
-        if let Some(session) = response.headers().get(SESSION) {
+        if !modern && let Some(session) = response.headers().get(SESSION) {
             self.0.session.lock().get_or_insert_with(|| session.clone());
         }
         let status = response.status();
-        if status == StatusCode::ACCEPTED || (related.is_none() && status.is_success()) {
+        if related.is_none() && status.is_success() {
             return Ok(());
         }
-        if !status.is_success() {
+        if status == StatusCode::ACCEPTED {
+            // 202 is for notifications and answers; a request it meets will never be answered.
+            return Err(UpstreamError::Protocol("the upstream accepted a request (HTTP 202) without answering it".into()));
+        }
+        // A 2026-07-28 upstream answers some JSON-RPC errors with 400 or 404 and the error as
+        // the body: that error is the answer.
+        let rpc_error_body = modern && status.is_client_error() && !is_event_stream(response.headers()) && is_json(response.headers());
+        if !status.is_success() && !rpc_error_body {
             return Err(status_error(&response, self.0.session.lock().is_some()));
         }
         if is_event_stream(response.headers()) {
@@ -129,13 +170,17 @@ impl HttpWire {
         read_events(peer, response, related, self.0.max).await;
     }
 
-    /// Listens on the GET stream while the connection lives. An upstream without one (405)
-    /// is left alone; one that cannot be reached any more ends the connection.
+    /// Listens for what the upstream says unprompted while the connection lives: on the GET
+    /// stream, or in 2026-07-28 on a `subscriptions/listen` stream. An upstream without one
+    /// (405, or 404 in 2026-07-28) is left alone; one that cannot be reached any more ends the
+    /// connection. A stream opened again may have missed changes: the tools are listed again.
     pub(super) async fn listen(self, peer: Peer) {
         let mut delay = Duration::from_millis(250);
+        let mut opened_before = false;
+        let modern = self.is_modern();
         while !self.0.stop.is_cancelled() {
-            let request = match self.request(reqwest::Method::GET).await {
-                Ok(r) => r.header(ACCEPT, "text/event-stream"),
+            let request = match self.listen_request(modern).await {
+                Ok(r) => r,
                 Err(e) => {
                     peer.close(e.to_string());
                     return;
@@ -151,12 +196,17 @@ impl HttpWire {
                     return;
                 }
                 Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => return,
+                Ok(r) if modern && r.status() == StatusCode::NOT_FOUND => return,
                 Ok(r) if r.status() == StatusCode::NOT_FOUND => {
                     peer.close("the upstream ended the session (HTTP 404)");
                     return;
                 }
                 Ok(r) if r.status().is_success() && is_event_stream(r.headers()) => {
                     delay = Duration::from_millis(250);
+                    if opened_before {
+                        peer.mark_changed();
+                    }
+                    opened_before = true;
                     tokio::select! {
                         () = self.read_events(&peer, r, None) => {}
                         () = self.0.stop.cancelled() => return,
@@ -169,6 +219,20 @@ impl HttpWire {
                 () = self.0.stop.cancelled() => return,
             }
         }
+    }
+
+    /// The request that opens the listening stream.
+    async fn listen_request(&self, modern: bool) -> Result<reqwest::RequestBuilder, UpstreamError> {
+        if !modern {
+            return Ok(self.request(reqwest::Method::GET).await?.header(ACCEPT, "text/event-stream"));
+        }
+        let mut message = modern::listen_request();
+        let mut request = self.request(reqwest::Method::POST).await?;
+        for (name, value) in modern::stamp(&mut message) {
+            request = request.header(name, value);
+        }
+        let body = serde_json::to_vec(&message).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
+        Ok(request.header(ACCEPT, "application/json, text/event-stream").header(CONTENT_TYPE, "application/json").body(body))
     }
 
     /// Stops listening and ends the upstream's session (DELETE), without waiting.
@@ -263,6 +327,10 @@ pub(super) async fn authorize(
         Bearer::Fixed(token) => request.bearer_auth(token),
         Bearer::Own(oauth) => request.bearer_auth(oauth.own_token().await?),
     })
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/json"))
 }
 
 pub(super) fn is_event_stream(headers: &HeaderMap) -> bool {

@@ -20,6 +20,7 @@ mod forward;
 mod http;
 mod legacy_sse;
 mod link;
+mod modern;
 mod offerings;
 pub mod peer;
 mod stdio;

@@ -105,7 +105,9 @@ async fn prompts(link: &Arc<Link>, peer: &Peer, prefix: &str, timeout: Duration)
                 let peer = link.peer().ok_or_else(|| format!("the upstream MCP server {} is not connected", link.name))?;
                 let timeout = link.settings.timeout_ms.map_or(link.default_timeout, Duration::from_millis);
                 let got = peer.request("prompts/get", json!({ "name": name, "arguments": arguments }), timeout).await;
-                got.map_err(|e| format!("the upstream MCP server {}: {e}", link.name))
+                got.map_err(|e| e.to_string())
+                    .and_then(super::modern::settled)
+                    .map_err(|e| format!("the upstream MCP server {}: {e}", link.name))
             })
         }),
     })

@@ -113,10 +113,34 @@ impl Peer {
         }
     }
 
+    /// Whether the upstream is spoken in 2026-07-28 (no handshake, no session).
+    pub fn is_modern(&self) -> bool {
+        self.inner.wire.is_modern()
+    }
+
+    /// Checks the upstream still answers: `ping`, or in 2026-07-28 (which has none)
+    /// `server/discover`.
+    pub async fn check(&self, timeout: Duration) -> Result<(), UpstreamError> {
+        let method = if self.is_modern() { "server/discover" } else { "ping" };
+        self.request(method, json!({}), timeout).await.map(drop)
+    }
+
     /// Sends a request whose progress (asked for with `progress`) and requests back go to
     /// `events`. The returned [`PendingCall`] cancels the request upstream if dropped before
     /// its answer.
-    pub fn start(&self, method: &str, mut params: Value, events: Option<CallEvents>, progress: bool) -> PendingCall {
+    pub fn start(&self, method: &str, params: Value, events: Option<CallEvents>, progress: bool) -> PendingCall {
+        self.start_with(method, params, events, progress, Vec::new())
+    }
+
+    /// [`Peer::start`] with HTTP headers for this request alone (`Mcp-Param-*`).
+    pub fn start_with(
+        &self,
+        method: &str,
+        mut params: Value,
+        events: Option<CallEvents>,
+        progress: bool,
+        headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    ) -> PendingCall {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         if let Some(events) = events {
@@ -137,10 +161,11 @@ impl Peer {
             self.fail(id, UpstreamError::Disconnected(self.close_reason()));
             None
         } else {
-            Some(self.inner.wire.send_request(self.clone(), id, message))
+            Some(self.inner.wire.send_request(self.clone(), id, message, headers))
         };
-        // The spec forbids cancelling `initialize`.
-        let cancellable = method != "initialize";
+        // The spec forbids cancelling `initialize`; in 2026-07-28 ending the request's stream
+        // (dropping its send) is the cancellation.
+        let cancellable = method != "initialize" && !self.is_modern();
         PendingCall { peer: self.clone(), id, reply: Some(rx), sending, done: false, cancellable }
     }
 
@@ -278,6 +303,11 @@ impl Peer {
 
     pub async fn closed(&self) {
         self.inner.closed.cancelled().await
+    }
+
+    /// Resync the upstream's lists, as if it had said they changed.
+    pub(super) fn mark_changed(&self) {
+        self.inner.changed.notify_one();
     }
 
     pub(super) async fn changed(&self) {

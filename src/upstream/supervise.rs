@@ -103,7 +103,7 @@ async fn serve(link: &Arc<Link>, upstreams: &Upstreams, peer: Peer, handshake: H
                 changed = true;
             }
             _ = ping.tick() => {
-                if let Err(e) = peer.request("ping", serde_json::json!({}), PING_TIMEOUT).await {
+                if let Err(e) = peer.check(PING_TIMEOUT).await {
                     peer.close(format!("the upstream did not answer a ping: {e}"));
                 }
             }

@@ -1,6 +1,7 @@
 //! The ways messages reach an upstream: a child process's stdio, Streamable HTTP, or the
 //! deprecated 2024-11-05 HTTP+SSE transport.
 
+use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
 use super::error::UpstreamError;
@@ -17,9 +18,22 @@ pub enum Wire {
 }
 
 impl Wire {
+    /// Whether the upstream is spoken in 2026-07-28 (Streamable HTTP only).
+    pub(super) fn is_modern(&self) -> bool {
+        matches!(self, Self::Http(w) if w.is_modern())
+    }
+
     /// Sends request `id`; its answer comes back through [`Peer::dispatch`] (or
-    /// [`Peer::fail`]). The handle stops the send, and the reading of its answer's stream.
-    pub(super) fn send_request(&self, peer: Peer, id: i64, message: Value) -> tokio::task::AbortHandle {
+    /// [`Peer::fail`]). The handle stops the send, and the reading of its answer's stream
+    /// (which, in 2026-07-28, is how a request is cancelled). `headers` go with an HTTP request
+    /// only.
+    pub(super) fn send_request(
+        &self,
+        peer: Peer,
+        id: i64,
+        message: Value,
+        headers: Vec<(HeaderName, HeaderValue)>,
+    ) -> tokio::task::AbortHandle {
         match self {
             Self::Stdio(w) => {
                 let lines = w.lines();
@@ -33,7 +47,7 @@ impl Wire {
             Self::Http(w) => {
                 let http = w.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = http.post(&peer, &message, Some(id)).await {
+                    if let Err(e) = http.post(&peer, message, Some(id), headers).await {
                         if e.is_connection_lost() {
                             peer.close(e.to_string());
                         }
@@ -61,7 +75,7 @@ impl Wire {
     pub(super) async fn send(&self, peer: &Peer, message: Value) -> Result<(), UpstreamError> {
         match self {
             Self::Stdio(w) => StdioWire::write(&w.lines(), &message).await,
-            Self::Http(w) => w.post(peer, &message, None).await,
+            Self::Http(w) => w.post(peer, message, None, Vec::new()).await,
             Self::Sse(w) => w.post(&message).await,
         }
     }

@@ -56,4 +56,5 @@ mod tooldef_reload;
 mod upstreams;
 mod upstreams_admin;
 mod upstreams_http;
+mod upstreams_modern;
 mod upstreams_oauth;

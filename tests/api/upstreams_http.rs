@@ -10,7 +10,7 @@ use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use crate::common::idp::Issuer;
-use crate::common::{SseReader, TestServer, open_get};
+use crate::common::{SseReader, TestServer};
 
 const V: &str = "2025-11-25";
 
@@ -120,33 +120,6 @@ async fn progress_on_the_upstreams_event_stream_reaches_the_client() {
         }
     }
     assert_eq!(steps, [0.0, 50.0, 100.0]);
-}
-
-#[tokio::test]
-async fn a_tool_added_upstream_reaches_the_clients_as_list_changed() {
-    let upstream = TestServer::start().await;
-    let server = front(&upstream.url("/mcp"), json!({}), |_| {}).await;
-    wait_for(&server, "up_echo", true).await;
-    let session = server.initialize(V).await;
-    let mut events = SseReader::new(open_get(&server, &session, None).await);
-    upstream
-        .state()
-        .server
-        .tools
-        .upsert(
-            toolgate::tool::Tool::builder("fresh", "A new tool.")
-                .handler(|_| async { Ok::<_, toolgate::tool::ToolError>(toolgate::protocol::CallToolResult::text("new")) }),
-        )
-        .expect("added");
-    let heard = loop {
-        match events.next_message_within(Duration::from_secs(10)).await {
-            Some((_, m)) if m["method"] == "notifications/tools/list_changed" => break true,
-            Some(_) => continue,
-            None => break false,
-        }
-    };
-    assert!(heard, "no list_changed reached the client");
-    wait_for(&server, "up_fresh", true).await;
 }
 
 #[tokio::test]
