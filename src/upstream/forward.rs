@@ -233,7 +233,13 @@ fn relay(result: Value) -> ToolOutcome {
     })
 }
 
-fn block(raw: Map<String, Value>) -> Content {
+fn block(mut raw: Map<String, Value>) -> Content {
+    // The common block, a bare text, without the round trip below.
+    if raw.len() == 2 && raw.get("type").and_then(Value::as_str) == Some("text") && raw.get("text").is_some_and(Value::is_string) {
+        if let Some(Value::String(text)) = raw.remove("text") {
+            return Content::text(text);
+        }
+    }
     let value = Value::Object(raw);
     match serde_json::from_value::<Content>(value.clone()) {
         Ok(modelled) if !matches!(modelled, Content::Relayed(_)) && serde_json::to_value(&modelled).ok().as_ref() == Some(&value) => {
@@ -255,5 +261,33 @@ fn outcome_index(outcome: &Result<Result<Value, UpstreamError>, ToolOutcome>) ->
         Ok(Err(UpstreamError::Timeout(_))) => 3,
         Ok(Err(_)) => 4,
         Err(_) => 5,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_block(block: Value) -> Value {
+        let Ok(result) = relay(json!({"content": [block]})) else { panic!("relayed") };
+        serde_json::to_value(&result.content[0]).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_bare_text_block_is_modelled_as_text() {
+        let Ok(result) = relay(json!({"content": [{"type": "text", "text": "hi"}]})) else { panic!("relayed") };
+        assert_eq!(result.content[0], Content::text("hi"));
+    }
+
+    #[test]
+    fn a_text_block_with_fields_toolgate_does_not_model_is_relayed_verbatim() {
+        let block = json!({"type": "text", "text": "hi", "_meta": {"k": 1}});
+        assert_eq!(one_block(block.clone()), block);
+    }
+
+    #[test]
+    fn a_text_block_whose_text_is_not_a_string_keeps_it() {
+        let block = json!({"type": "text", "text": 5});
+        assert_eq!(one_block(block.clone()), block);
     }
 }

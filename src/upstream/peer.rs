@@ -354,16 +354,25 @@ pub struct PendingCall {
     peer: Peer,
     id: i64,
     reply: Option<oneshot::Receiver<Reply>>,
-    sending: Option<tokio::task::AbortHandle>,
+    sending: Option<super::wire::Sending>,
     done: bool,
     cancellable: bool,
 }
 
 impl PendingCall {
-    /// Waits for the answer (once).
+    /// Waits for the answer (once), sending the request meanwhile. Cancel-safe: the send is
+    /// kept in `self` between polls.
     pub async fn reply(&mut self) -> Reply {
         let Some(rx) = self.reply.as_mut() else { return Err(UpstreamError::Protocol("the answer was already taken".into())) };
-        let reply = rx.await.unwrap_or_else(|_| Err(UpstreamError::Disconnected(self.peer.close_reason())));
+        let answer = loop {
+            let Some(sending) = self.sending.as_mut() else { break rx.await };
+            tokio::select! {
+                biased;
+                answer = &mut *rx => break answer,
+                () = sending.as_mut() => self.sending = None,
+            }
+        };
+        let reply = answer.unwrap_or_else(|_| Err(UpstreamError::Disconnected(self.peer.close_reason())));
         self.reply = None;
         self.done = true;
         self.peer.forget(self.id);
@@ -377,9 +386,8 @@ impl Drop for PendingCall {
             return;
         }
         let waiting = self.peer.forget(self.id);
-        if let Some(sending) = self.sending.take() {
-            sending.abort();
-        }
+        // Dropping the send stops it, and the reading of the answer's stream.
+        self.sending = None;
         if waiting && self.cancellable && !self.peer.is_closed() {
             let peer = self.peer.clone();
             let id = self.id;

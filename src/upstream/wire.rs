@@ -4,6 +4,9 @@
 use http::{HeaderName, HeaderValue};
 use serde_json::Value;
 
+/// A request on its way out (and, over HTTP, the reading of its answer).
+pub(super) type Sending = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 use super::error::UpstreamError;
 use super::http::HttpWire;
 use super::legacy_sse::SseWire;
@@ -24,29 +27,22 @@ impl Wire {
     }
 
     /// Sends request `id`; its answer comes back through [`Peer::dispatch`] (or
-    /// [`Peer::fail`]). The handle stops the send, and the reading of its answer's stream
-    /// (which, in 2026-07-28, is how a request is cancelled). `headers` go with an HTTP request
-    /// only.
-    pub(super) fn send_request(
-        &self,
-        peer: Peer,
-        id: i64,
-        message: Value,
-        headers: Vec<(HeaderName, HeaderValue)>,
-    ) -> tokio::task::AbortHandle {
+    /// [`Peer::fail`]). The send runs as part of whoever waits for the answer (no task of its
+    /// own): dropping the future stops it and the reading of its answer's stream (which, in
+    /// 2026-07-28, is how a request is cancelled). `headers` go with an HTTP request only.
+    pub(super) fn send_request(&self, peer: Peer, id: i64, message: Value, headers: Vec<(HeaderName, HeaderValue)>) -> Sending {
         match self {
             Self::Stdio(w) => {
                 let lines = w.lines();
-                tokio::spawn(async move {
+                Box::pin(async move {
                     if let Err(e) = StdioWire::write(&lines, &message).await {
                         peer.fail(id, e);
                     }
                 })
-                .abort_handle()
             }
             Self::Http(w) => {
                 let http = w.clone();
-                tokio::spawn(async move {
+                Box::pin(async move {
                     if let Err(e) = http.post(&peer, message, Some(id), headers).await {
                         if e.is_connection_lost() {
                             peer.close(e.to_string());
@@ -54,11 +50,10 @@ impl Wire {
                         peer.fail(id, e);
                     }
                 })
-                .abort_handle()
             }
             Self::Sse(w) => {
                 let sse = w.clone();
-                tokio::spawn(async move {
+                Box::pin(async move {
                     if let Err(e) = sse.post(&message).await {
                         if e.is_connection_lost() {
                             peer.close(e.to_string());
@@ -66,7 +61,6 @@ impl Wire {
                         peer.fail(id, e);
                     }
                 })
-                .abort_handle()
             }
         }
     }
