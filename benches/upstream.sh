@@ -12,9 +12,11 @@
 # toolgate runs with auth off, rate limits off, the audit log off (as benches/config/core.toml),
 # no tool packs, the admin listener on loopback (only to see the upstream connected), and one
 # upstream `rs` = rmcp (allow_private = true; upstream concurrency as configured by
-# UPSTREAM_CONCURRENCY, toolgate's default 32 when unset). Protocol 2025-11-25 on both legs:
-# mcpload makes one session per connection; toolgate makes one session to rmcp (initialize +
-# initialized) and its GET stream, and sends every call as a POST on that session.
+# UPSTREAM_CONCURRENCY, toolgate's default 32 when unset). Protocol 2025-11-25 on both legs by
+# default: mcpload makes one session per connection; toolgate (upstreams.rs.protocol = "legacy")
+# makes one session to rmcp (initialize + initialized) and its GET stream, and sends every call
+# as a POST on that session. UPSTREAM_PROTOCOL=auto lets toolgate find that rmcp (3.9) also
+# speaks 2026-07-28 and use it on its leg (stateless: no session, `_meta` on every request).
 #
 # RMCP_MODE=stateless-json works too (rmcp answers with JSON bodies and issues no session; toolgate
 # then sends no session id).
@@ -37,6 +39,7 @@
 #   CONNS ["64 1" | "16 1"]  DURATION [10 | 1] s  WARMUP [2 | 0.5] s  ROUNDS [3 | 1]
 #   RMCP_MODE [stateful-sse]  stateful-sse | stateless-sse | stateless-json (peers/peers.sh)
 #   UPSTREAM_CONCURRENCY []   upstreams.rs.concurrency (unset: toolgate's default, 32)
+#   UPSTREAM_PROTOCOL [legacy]  upstreams.rs.protocol: legacy | auto | 2026-07-28
 #   PIN [auto] (0 = no taskset)  LOADGEN_CPU [0]  SERVER_CPU [1]
 #   TG_CPU [$SERVER_CPU]  UP_CPU [$SERVER_CPU]   toolgate's and rmcp's core
 #   REBUILD_PEER [0] (1: rebuild the rmcp peer even if built)  RESULTS [$BENCH_HOME/results/upstream-<time>]
@@ -70,6 +73,7 @@ fi
 QUIET_PCT=${QUIET_PCT:-15}
 RMCP_MODE=${RMCP_MODE:-stateful-sse}
 UPSTREAM_CONCURRENCY=${UPSTREAM_CONCURRENCY:-}
+UPSTREAM_PROTOCOL=${UPSTREAM_PROTOCOL:-legacy}
 KEEP_RUNNING=${KEEP_RUNNING:-0}
 RESULTS=${RESULTS:-$BENCH_HOME/results/upstream-$(date +%Y%m%d-%H%M%S)}
 PROTO=2025-11-25
@@ -189,6 +193,7 @@ filter = "warn"
 url = "http://127.0.0.1:$UP_PORT/mcp"
 allow_private = true
 prefix = "rs_"
+protocol = "$UPSTREAM_PROTOCOL"
 EOF
 [[ -n $UPSTREAM_CONCURRENCY ]] && echo "concurrency = $UPSTREAM_CONCURRENCY" >>"$RUN_DIR/toolgate.toml"
 

@@ -235,10 +235,12 @@ fn relay(result: Value) -> ToolOutcome {
 
 fn block(mut raw: Map<String, Value>) -> Content {
     // The common block, a bare text, without the round trip below.
-    if raw.len() == 2 && raw.get("type").and_then(Value::as_str) == Some("text") && raw.get("text").is_some_and(Value::is_string) {
-        if let Some(Value::String(text)) = raw.remove("text") {
-            return Content::text(text);
-        }
+    if raw.len() == 2
+        && raw.get("type").and_then(Value::as_str) == Some("text")
+        && let Some(Value::String(_)) = raw.get("text")
+        && let Some(Value::String(text)) = raw.remove("text")
+    {
+        return Content::text(text);
     }
     let value = Value::Object(raw);
     match serde_json::from_value::<Content>(value.clone()) {

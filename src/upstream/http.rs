@@ -252,7 +252,7 @@ impl HttpWire {
 
 /// Dispatches each event of `response` until it ends; see [`HttpWire::read_events`].
 pub(super) async fn read_events(peer: &Peer, response: reqwest::Response, related: Option<i64>, max: usize) {
-    let mut events = std::pin::pin!(super::events::events(response, max));
+    let mut events = Box::pin(super::events::events(response, max));
     while let Some(event) = events.next().await {
         let event = match event {
             Ok(event) => event,
@@ -283,12 +283,34 @@ pub(super) async fn read_events(peer: &Peer, response: reqwest::Response, relate
                     related.is_some_and(|id| message.get("id").and_then(Value::as_i64) == Some(id) && message.get("method").is_none());
                 peer.dispatch(message, related);
                 if answered {
+                    read_to_end(events);
                     return;
                 }
             }
             Err(_) => tracing::warn!(upstream = ?peer, "ignored an event that is not JSON-RPC"),
         }
     }
+}
+
+/// Longest the rest of a stream is read after its answer, so that its connection can be reused.
+const READ_TO_END: Duration = Duration::from_secs(2);
+
+/// Reads what is left of an answered request's stream, without holding up the answer: hyper
+/// reuses a connection only once its response was read to the end, and an upstream ends the
+/// stream right after the answer (as the spec says it should). Dropped unread, every call
+/// whose end had not arrived yet would cost a new connection.
+fn read_to_end(mut events: std::pin::Pin<Box<impl futures_util::Stream + Send + 'static>>) {
+    use futures_util::FutureExt as _;
+    loop {
+        match events.next().now_or_never() {
+            Some(Some(_)) => continue,
+            Some(None) => return,
+            None => break,
+        }
+    }
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(READ_TO_END, async move { while events.next().await.is_some() {} }).await;
+    });
 }
 
 /// The HTTP client for an upstream under the address policy, and its URL checked against it.

@@ -50,7 +50,8 @@ pub async fn discover(peer: &Peer, timeout: Duration) -> Result<Option<Handshake
     }
     Ok(Some(Handshake {
         version: VERSION.to_owned(),
-        server_info: result.get("serverInfo").cloned(),
+        // Where the spec puts it, or (rmcp) in the result's `_meta`.
+        server_info: result.get("serverInfo").or_else(|| result.pointer("/_meta/io.modelcontextprotocol~1serverInfo")).cloned(),
         capabilities: result.get("capabilities").cloned().unwrap_or_default(),
     }))
 }

@@ -43,8 +43,9 @@ async fn modern_scripted() -> MockServer {
             let reply =
                 |result: Value| ResponseTemplate::new(200).set_body_json(json!({"jsonrpc": "2.0", "id": body["id"], "result": result}));
             match body["method"].as_str().unwrap_or_default() {
+                // serverInfo where rmcp 3.9 puts it: in the result's `_meta`.
                 "server/discover" => reply(json!({"resultType": "complete", "supportedVersions": [MODERN],
-                    "capabilities": {"tools": {}}, "serverInfo": {"name": "scripted-modern", "version": "1"}})),
+                    "capabilities": {"tools": {}}, "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "scripted-modern", "version": "1"}}})),
                 "tools/list" => reply(json!({"resultType": "complete", "tools": [{"name": "lookup", "description": "Looks up.",
                     "inputSchema": {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}}]})),
                 "tools/call" => reply(json!({"resultType": "complete", "content": [{"type": "text", "text": "found"}],
@@ -128,6 +129,7 @@ async fn every_request_carries_the_version_and_names_itself_in_headers() {
     assert_eq!(text(&answer), "found", "{answer}");
     let seen = mock.received_requests().await.expect("recorded");
     assert!(requests_for(&seen, "initialize").is_empty(), "no handshake in 2026-07-28");
+    assert_eq!(status(&server).await["server_info"]["name"], "scripted-modern");
     let call = requests_for(&seen, "tools/call")[0];
     assert_eq!(header(call, "mcp-protocol-version"), Some(MODERN));
     assert_eq!(header(call, "mcp-method"), Some("tools/call"));
