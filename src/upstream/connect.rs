@@ -9,7 +9,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use super::error::UpstreamError;
-use super::http::{Bearer, HttpWire};
+use super::http::{Bearer, HttpClient, HttpWire};
 use super::legacy_sse::SseWire;
 use super::peer::Peer;
 use super::wire::Wire;
@@ -33,6 +33,8 @@ pub struct Open {
     /// Open the GET stream for what the upstream says unprompted (`list_changed`): the
     /// upstream's main connection does; a caller's own connection does not need it.
     pub listen: bool,
+    /// The HTTP client to use (shared by callers' own connections); `None` builds one.
+    pub client: Option<HttpClient>,
 }
 
 /// Connects and completes the handshake within `connect_timeout_ms`. A `url` upstream on
@@ -52,7 +54,7 @@ pub async fn connect(
     if settings.transport == HttpTransport::Sse {
         return connect_sse(name, settings, &open, timeout).await;
     }
-    let wire = HttpWire::new(settings, credentials(settings)?, open.bearer.clone())?;
+    let wire = HttpWire::new(settings, credentials(settings)?, open.bearer.clone(), open.client.clone())?;
     let peer = Peer::new(name, Wire::Http(wire.clone()));
     match finish(peer, Some(wire), settings.protocol, timeout, &open).await {
         Err(UpstreamError::Status(400 | 404 | 405)) if settings.transport == HttpTransport::Auto => {
@@ -63,7 +65,7 @@ pub async fn connect(
 }
 
 async fn connect_sse(name: &str, settings: &UpstreamSettings, open: &Open, timeout: Duration) -> Result<(Peer, Handshake), UpstreamError> {
-    let wire = SseWire::new(settings, credentials(settings)?, open.bearer.clone())?;
+    let wire = SseWire::new(settings, credentials(settings)?, open.bearer.clone(), open.client.clone())?;
     let peer = Peer::new(name, Wire::Sse(wire.clone()));
     let opening = Opening(Some(peer.clone()));
     wire.open(&peer, timeout).await?;

@@ -30,6 +30,12 @@ const MAX_REDIRECTS: usize = 5;
 #[derive(Clone)]
 pub struct HttpWire(Arc<Inner>);
 
+/// An HTTP client under an upstream's address policy, and its URL checked against it. One is
+/// shared by every caller's own connection to a token-exchange upstream (a connection pool
+/// and TLS set-up each otherwise); the token is per request, so pooled connections carry no
+/// caller's identity.
+pub(super) type HttpClient = (reqwest::Client, Url);
+
 /// The `Authorization` an HTTP upstream gets.
 #[derive(Clone, Debug)]
 pub enum Bearer {
@@ -56,9 +62,13 @@ struct Inner {
 }
 
 impl HttpWire {
-    pub fn new(settings: &UpstreamSettings, headers: HeaderMap, bearer: Bearer) -> Result<Self, UpstreamError> {
+    /// A wire with `shared` as its client, or one of its own.
+    pub fn new(settings: &UpstreamSettings, headers: HeaderMap, bearer: Bearer, shared: Option<HttpClient>) -> Result<Self, UpstreamError> {
         let credentialed = !headers.is_empty() || !matches!(bearer, Bearer::None);
-        let (client, url) = client(settings, credentialed)?;
+        let (client, url) = match shared {
+            Some(shared) => shared,
+            None => client(settings, credentialed)?,
+        };
         Ok(Self(Arc::new(Inner {
             client,
             bearer,
@@ -316,7 +326,7 @@ fn read_to_end(mut events: std::pin::Pin<Box<impl futures_util::Stream + Send + 
 /// The HTTP client for an upstream under the address policy, and its URL checked against it.
 /// A client that sends credentials (headers or a bearer token) follows redirects within the
 /// URL's own origin only.
-pub(super) fn client(settings: &UpstreamSettings, credentialed: bool) -> Result<(reqwest::Client, Url), UpstreamError> {
+pub(super) fn client(settings: &UpstreamSettings, credentialed: bool) -> Result<HttpClient, UpstreamError> {
     let url = settings.url.as_deref().unwrap_or_default();
     let url = Url::parse(url).map_err(|e| UpstreamError::Transport(format!("url: {e}")))?;
     let exempt: Vec<String> = match (settings.allow_private, url.host_str(), url.port_or_known_default()) {

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use super::error::UpstreamError;
-use super::http::{Bearer, authorize, client, is_event_stream, send_error, status_error};
+use super::http::{Bearer, HttpClient, authorize, client, is_event_stream, send_error, status_error};
 use super::peer::Peer;
 use crate::config::upstreams::UpstreamSettings;
 
@@ -34,9 +34,13 @@ struct Inner {
 }
 
 impl SseWire {
-    pub fn new(settings: &UpstreamSettings, headers: HeaderMap, bearer: Bearer) -> Result<Self, UpstreamError> {
+    /// A wire with `shared` as its client, or one of its own.
+    pub fn new(settings: &UpstreamSettings, headers: HeaderMap, bearer: Bearer, shared: Option<HttpClient>) -> Result<Self, UpstreamError> {
         let credentialed = !headers.is_empty() || !matches!(bearer, Bearer::None);
-        let (client, url) = client(settings, credentialed)?;
+        let (client, url) = match shared {
+            Some(shared) => shared,
+            None => client(settings, credentialed)?,
+        };
         let inner = Inner {
             client,
             url,

@@ -30,6 +30,8 @@ pub struct Link {
     pub(crate) oauth: Option<Arc<credentials::OAuth>>,
     /// Token exchange: each caller's own connection.
     pub(super) users: Option<users::Users>,
+    /// Token exchange: the HTTP client every caller's connection shares (made at first use).
+    callers_client: std::sync::OnceLock<http::HttpClient>,
     /// This upstream's call metrics.
     pub(crate) metrics: crate::metrics::record::UpstreamMetrics,
     /// Stops this upstream's supervisor (removed or replaced through the admin API, or
@@ -69,6 +71,16 @@ pub struct UpstreamStatus {
 }
 
 impl Link {
+    /// The HTTP client callers' own connections share: credentialed (same-origin redirects
+    /// only), made once.
+    pub(super) fn callers_client(&self) -> Result<http::HttpClient, super::UpstreamError> {
+        if let Some(shared) = self.callers_client.get() {
+            return Ok(shared.clone());
+        }
+        let made = http::client(&self.settings, true)?;
+        Ok(self.callers_client.get_or_init(|| made).clone())
+    }
+
     /// The live connection, if there is one.
     pub fn peer(&self) -> Option<Arc<Peer>> {
         self.peer.load_full().filter(|p| !p.is_closed())
@@ -124,6 +136,7 @@ impl Link {
             tool_settings: tools.clone(),
             oauth,
             users: exchange.then(users::cache),
+            callers_client: std::sync::OnceLock::new(),
             metrics: crate::metrics::record::UpstreamMetrics::new(name),
             stop,
         })
