@@ -27,7 +27,7 @@ impl Running {
 
 /// Binds and serves until `state.shutdown` is cancelled.
 pub async fn start(state: AppState, bind: SocketAddr) -> std::io::Result<Running> {
-    let listener = TcpListener::bind(bind).await?;
+    let listener = listen(bind, "server.bind").await?;
     let addr = listener.local_addr()?;
     let admin_addr = if state.settings.admin.enabled { Some(start_admin(&state).await?) } else { None };
     super::background::spawn_background(&state);
@@ -39,7 +39,7 @@ pub async fn start(state: AppState, bind: SocketAddr) -> std::io::Result<Running
 
 /// Binds the admin listener and serves it until shutdown; it stops with the public one.
 async fn start_admin(state: &AppState) -> std::io::Result<SocketAddr> {
-    let listener = TcpListener::bind(state.settings.admin.bind).await?;
+    let listener = listen(state.settings.admin.bind, "admin.bind").await?;
     let addr = listener.local_addr()?;
     let app = super::router::admin_router(state);
     let stop = state.shutdown.clone();
@@ -54,3 +54,19 @@ async fn start_admin(state: &AppState) -> std::io::Result<SocketAddr> {
     tracing::info!(%addr, "admin listener");
     Ok(addr)
 }
+
+/// Binds `addr`, or says which setting named it and what to change.
+async fn listen(addr: SocketAddr, setting: &str) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        use std::io::ErrorKind;
+        let hint = match e.kind() {
+            ErrorKind::AddrInUse => "another process listens there: stop it, or choose another port",
+            ErrorKind::PermissionDenied => "ports below 1024 need privileges: choose a port from 1024 up",
+            ErrorKind::AddrNotAvailable => "no interface of this machine has that address: use 127.0.0.1, 0.0.0.0 or one of its addresses",
+            _ => "check the address",
+        };
+        let env = format!("TOOLGATE__{}", setting.to_ascii_uppercase().replace('.', "__"));
+        std::io::Error::new(e.kind(), format!("cannot listen on {addr} ({e}); {hint}, in {setting} ({env})"))
+    })
+}
+

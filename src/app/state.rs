@@ -126,7 +126,7 @@ impl AppState {
         crate::packs::install(&server, &settings.tools).map_err(|e| anyhow::anyhow!("cannot install tool packs: {e}"))?;
         let auth = authenticator(&settings, dev_key)?;
         // The store is connected (and migrated) before serving, so a bad URL stops start-up.
-        let store = Store::connect(&settings.storage).await.map_err(|e| anyhow::anyhow!("storage: {e}"))?;
+        let store = Store::connect(&settings.storage).await.map_err(|e| anyhow::Error::new(e).context("storage"))?;
         let audit = match settings.audit.enabled {
             true => Some(AuditLog::start(&settings.audit, store.clone()).map_err(|e| anyhow::anyhow!("audit log: {e}"))?),
             false => None,
@@ -140,7 +140,7 @@ impl AppState {
         let upstreams = Upstreams::new(settings.clone(), server.clone())?;
         // Those stored through the admin API too; one that no longer checks out is logged and
         // skipped, like a stored tool definition.
-        upstreams.reload_stored(&store).await.map_err(|e| anyhow::anyhow!("storage: cannot read upstream definitions: {e}"))?;
+        upstreams.reload_stored(&store).await.map_err(|e| anyhow::Error::new(e).context("storage: cannot read upstream definitions"))?;
         let shutdown = CancellationToken::new();
         let cluster = crate::cluster::connect(&settings, &store, shutdown.clone()).await?;
         let sessions = Arc::new(sessions(&settings, &store, &cluster));

@@ -14,6 +14,7 @@ pub mod auth;
 pub mod command_tools;
 pub mod http_tools;
 pub mod limits;
+mod explain;
 mod secret;
 pub mod storage;
 pub mod tasks;
@@ -299,7 +300,8 @@ impl Settings {
             .with_list_parse_key("tools.http.secret_env")
             .with_list_parse_key("tools.http.secret_dirs")
             .with_list_parse_key("tools.command.allowed_programs");
-        let settings: Self = builder.add_source(env).build()?.try_deserialize()?;
+        let built = builder.add_source(env).build().map_err(explain::explain)?;
+        let settings: Self = built.try_deserialize().map_err(explain::explain)?;
         settings.validate()?;
         Ok(settings)
     }

@@ -39,8 +39,8 @@ pub enum StoreError {
     Config(String),
     #[error("cannot create the data directory {path}")]
     DataDir { path: PathBuf, source: std::io::Error },
-    #[error("cannot connect to the {backend} database")]
-    Connect { backend: &'static str, source: sqlx::Error },
+    #[error("cannot connect to the {backend} database at {target} (storage.url)")]
+    Connect { backend: &'static str, target: String, source: sqlx::Error },
     #[error("cannot apply the {backend} migrations")]
     Migrate { backend: &'static str, source: sqlx::migrate::MigrateError },
     #[error(transparent)]
@@ -139,8 +139,20 @@ impl Store {
     }
 }
 
+/// Where a database URL points, without its credentials: the file of a SQLite URL, the host,
+/// port and database of a Postgres one.
+fn where_is(url: &str) -> String {
+    if let Some(path) = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")) {
+        return path.split('?').next().unwrap_or(path).to_owned();
+    }
+    match url::Url::parse(url) {
+        Ok(u) => format!("{}:{}{}", u.host_str().unwrap_or("localhost"), u.port().unwrap_or(5432), u.path()),
+        Err(_) => "an address that is not a valid URL".to_owned(),
+    }
+}
+
 async fn connect_sqlite(url: &str, settings: &StorageSettings) -> Result<SqlitePool, StoreError> {
-    let connect = |source| StoreError::Connect { backend: "sqlite", source };
+    let connect = |source| StoreError::Connect { backend: "sqlite", target: where_is(url), source };
     let options = SqliteConnectOptions::from_str(url)
         .map_err(connect)?
         .create_if_missing(true)
@@ -161,7 +173,7 @@ async fn connect_sqlite(url: &str, settings: &StorageSettings) -> Result<SqliteP
 }
 
 async fn connect_postgres(url: &str, settings: &StorageSettings) -> Result<PgPool, StoreError> {
-    let connect = |source| StoreError::Connect { backend: "postgres", source };
+    let connect = |source| StoreError::Connect { backend: "postgres", target: where_is(url), source };
     let options = PgConnectOptions::from_str(url).map_err(connect)?.application_name("toolgate");
     PgPoolOptions::new()
         .max_connections(settings.max_connections)
@@ -173,3 +185,19 @@ async fn connect_postgres(url: &str, settings: &StorageSettings) -> Result<PgPoo
         .await
         .map_err(connect)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::where_is;
+
+    #[test]
+    fn a_sqlite_url_is_shown_as_its_file() {
+        assert_eq!(where_is("sqlite:///var/lib/toolgate/toolgate.db?mode=rwc"), "/var/lib/toolgate/toolgate.db");
+    }
+
+    #[test]
+    fn a_postgres_url_is_shown_without_its_credentials() {
+        assert_eq!(where_is("postgres://app:s3cret@db.internal:6432/toolgate"), "db.internal:6432/toolgate");
+    }
+}
+

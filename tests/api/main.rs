@@ -38,6 +38,7 @@ mod limits_rejection;
 mod limits_settings;
 mod metrics_http;
 mod modern_http;
+mod operator_errors;
 #[cfg(feature = "otel")]
 mod otel_export;
 mod shutdown;

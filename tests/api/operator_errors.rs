@@ -1,0 +1,93 @@
+//! Errors an operator meets in the first hour say what to change: the setting, the value given
+//! and what would work, and the operating system's reason where there is one.
+
+use toolgate::app::{self, AppState};
+use toolgate::config::{Secret, Settings};
+
+use crate::common::test_settings;
+
+fn load_toml(text: &str) -> Result<Settings, String> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("toolgate.toml");
+    std::fs::write(&path, text).expect("written");
+    Settings::load(Some(&path)).map_err(|e| format!("{:#}", anyhow::Error::from(e)))
+}
+
+async fn start_error(adjust: impl FnOnce(&mut Settings)) -> String {
+    let data = tempfile::tempdir().expect("data dir");
+    let mut settings = test_settings(data.path());
+    adjust(&mut settings);
+    let state = match AppState::new(settings).await {
+        Ok(state) => state,
+        Err(e) => return format!("{e:#}"),
+    };
+    let bind = state.settings.server.bind;
+    match app::start(state, bind).await {
+        Ok(running) => {
+            let _ = running.stop().await;
+            panic!("the server started");
+        }
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn an_unknown_auth_mode_lists_the_accepted_values() {
+    let error = load_toml("[auth]\nmode = \"jwks\"\n").expect_err("refused");
+    assert!(error.contains("auth.mode"), "{error}");
+    assert!(error.contains("\"jwks\"") && error.contains("\"off\", \"jwt\", \"dev\""), "{error}");
+}
+
+#[test]
+fn an_unknown_value_of_a_nested_enum_lists_the_accepted_values_too() {
+    let error = load_toml("[audit]\ndurability = \"fast\"\n").expect_err("refused");
+    assert!(error.contains("audit.durability") && error.contains("\"batched\""), "{error}");
+}
+
+#[test]
+fn a_bind_address_with_a_host_name_says_an_ip_address_is_needed() {
+    let error = load_toml("[server]\nbind = \"localhost:8080\"\n").expect_err("refused");
+    assert!(error.contains("server.bind") && error.contains("127.0.0.1:8080"), "{error}");
+}
+
+#[tokio::test]
+async fn a_port_in_use_names_the_address_and_the_setting() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bound");
+    let addr = taken.local_addr().expect("addr");
+    let error = start_error(|s| s.server.bind = addr).await;
+    assert!(error.contains(&addr.to_string()), "{error}");
+    assert!(error.contains("server.bind") && error.contains("TOOLGATE__SERVER__BIND"), "{error}");
+}
+
+#[tokio::test]
+async fn an_admin_port_in_use_names_the_admin_setting() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bound");
+    let addr = taken.local_addr().expect("addr");
+    let error = start_error(|s| {
+        s.server.bind = "127.0.0.1:0".parse().expect("addr");
+        s.admin.bind = addr;
+    })
+    .await;
+    assert!(error.contains("admin.bind") && error.contains(&addr.to_string()), "{error}");
+}
+
+#[tokio::test]
+async fn a_data_directory_that_cannot_be_created_gives_the_reason() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").expect("written");
+    let error = start_error(|s| s.storage.data_dir = file.join("data")).await;
+    assert!(error.contains("a-file/data"), "{error}");
+    assert!(error.to_lowercase().contains("not a directory"), "the operating system's reason: {error}");
+}
+
+#[tokio::test]
+async fn a_database_that_cannot_be_reached_is_named_without_its_password() {
+    let error = start_error(|s| {
+        s.storage.url = Some(Secret::new("postgres://app:s3cret@127.0.0.1:1/toolgate".into()));
+        s.storage.acquire_timeout_ms = 500;
+    })
+    .await;
+    assert!(error.contains("127.0.0.1:1/toolgate") && error.contains("storage.url"), "{error}");
+    assert!(!error.contains("s3cret"), "{error}");
+}
