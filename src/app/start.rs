@@ -69,4 +69,3 @@ async fn listen(addr: SocketAddr, setting: &str) -> std::io::Result<TcpListener>
         std::io::Error::new(e.kind(), format!("cannot listen on {addr} ({e}); {hint}, in {setting} ({env})"))
     })
 }
-

@@ -32,7 +32,9 @@ pub(super) fn explain(error: config::ConfigError) -> ConfigError {
     let Some((what, key)) = text.strip_suffix('`').and_then(|t| t.rsplit_once(" for key `")) else {
         return ConfigError::Load(error);
     };
-    let reason = if let Some((type_name, value)) = what.strip_prefix("enum ").and_then(|r| r.split_once(" does not have variant constructor ")) {
+    let reason = if let Some((type_name, value)) =
+        what.strip_prefix("enum ").and_then(|r| r.split_once(" does not have variant constructor "))
+    {
         match accepted_values(type_name) {
             Some(values) => {
                 let quoted: Vec<String> = values.iter().map(|v| format!("\"{v}\"")).collect();

@@ -200,4 +200,3 @@ mod tests {
         assert_eq!(where_is("postgres://app:s3cret@db.internal:6432/toolgate"), "db.internal:6432/toolgate");
     }
 }
-
