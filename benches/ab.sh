@@ -23,14 +23,28 @@ pin() { if [[ $(nproc) -ge 2 ]]; then taskset -c "$1" "${@:2}"; else "${@:2}"; f
 one() {
   local data pid rps
   data=$(mktemp -d)
+  # A busy port means a left-over server: never measure it in place of this one.
+  if curl -s -o /dev/null "http://127.0.0.1:$PORT/healthz"; then echo "ab.sh: port $PORT already serves; not measuring" >&2; rm -rf "$data"; echo 0; return; fi
+  local srv=()
+  [[ $(nproc) -ge 2 ]] && srv=(taskset -c "${SERVER_CPU:-1}")
+  # A simple command in the background (taskset execs the server), so $! is the server itself and
+  # `kill $pid` stops it: with the shell function `pin ... &`, $! was a subshell, the server
+  # outlived the kill, and every later run measured that one left-over server.
   TOOLGATE__SERVER__BIND=127.0.0.1:$PORT TOOLGATE__AUTH__RESOURCE=http://127.0.0.1:$PORT/mcp TOOLGATE__STORAGE__DATA_DIR=$data \
-    pin "${SERVER_CPU:-1}" "$1" serve --config "$2" >"$data/server.log" 2>&1 &
+    "${srv[@]}" "$1" serve --config "$2" >"$data/server.log" 2>&1 &
   pid=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
+  # The server that answers must be ours, and alive.
+  if ! kill -0 "$pid" 2>/dev/null; then echo "ab.sh: $1 exited at start:" >&2; tail -3 "$data/server.log" >&2; rm -rf "$data"; echo 0; return; fi
+  echo "  [$3 pid $pid $(cat /proc/$pid/comm) on CPU $(taskset -cp $pid 2>/dev/null | awk '{print $NF}')]" >&2
   rps=$(pin "${LOADGEN_CPU:-0}" "$MCPLOAD" load --url "http://127.0.0.1:$PORT/mcp" --proto "$PROTO" --conns "$CONNS" \
     --duration "$DURATION" --warmup "$WARMUP" --pid "$pid" --label "$3" --round 1 --out "$data/out.json" ${TOKEN:+--token "$TOKEN"} 2>&1 |
-    awk '/req\/s/ {print $3; exit}')
-  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$data"
+    awk '/req\/s/ {print "  [" $0 "]" > "/dev/stderr"; print $3; exit}')  # the mcpload line (err=, cpu) kept in the log
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  # The next server starts only once this one has let go of the port.
+  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PORT/healthz" || break; sleep 0.1; done
+  grep -qi 'error\|panic' "$data/server.log" && { echo "  [$3 server log:]" >&2; tail -3 "$data/server.log" >&2; }
+  rm -rf "$data"
   echo "${rps:-0}"
 }
 
