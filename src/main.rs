@@ -14,7 +14,19 @@ use toolgate::app::{self, AppState};
 use toolgate::config::Settings;
 
 #[derive(Debug, Parser)]
-#[command(name = "toolgate", version, about = "A remote MCP server: tools over Streamable HTTP")]
+#[command(
+    name = "toolgate",
+    version,
+    about = "A remote MCP server: tools over Streamable HTTP",
+    after_help = "Examples:
+  toolgate serve                                  serve on the defaults: http://127.0.0.1:8080/mcp, dev-mode auth
+  toolgate serve --bind 0.0.0.0:8080 -c prod.toml  serve a settings file on every interface
+  toolgate dev-token                              a token for the dev-mode server (scope mcp:tools, 1 h)
+  toolgate check-config -c prod.toml              check a settings file and print what it sets
+  toolgate tools validate deploy/tools            check tool definitions, every problem listed
+
+Every setting can come from the environment: TOOLGATE__SECTION__KEY (TOOLGATE__AUTH__MODE=jwt)."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -24,20 +36,23 @@ struct Cli {
 enum Command {
     /// Serve MCP (the default).
     Serve {
-        /// A TOML settings file; every setting can also come from TOOLGATE__SECTION__KEY.
-        #[arg(long, short, env = "TOOLGATE_CONFIG")]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The address to listen on, overriding server.bind: an IP address and a port
+        /// ("127.0.0.1:8080", "0.0.0.0:8080").
+        #[arg(long, value_name = "IP:PORT")]
+        bind: Option<std::net::SocketAddr>,
     },
     /// Exit 0 if the server at the configured address answers /healthz (container health checks;
     /// the runtime image has no shell or curl).
     Healthcheck {
-        #[arg(long, short, env = "TOOLGATE_CONFIG")]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Print a development access token (for `auth.mode = "dev"`), signed with the local key.
     DevToken {
-        #[arg(long, short, env = "TOOLGATE_CONFIG")]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        config: ConfigArg,
         /// Space-separated scopes.
         #[arg(long, default_value = "mcp:tools")]
         scope: String,
@@ -50,28 +65,44 @@ enum Command {
     },
     /// Check a settings file and print the effective settings.
     CheckConfig {
-        #[arg(long, short, env = "TOOLGATE_CONFIG")]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Apply the database migrations embedded in this binary (also done at start-up).
     Migrate {
-        #[arg(long, short, env = "TOOLGATE_CONFIG")]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        config: ConfigArg,
     },
     /// Check or list tool definitions.
     Tools {
-        #[arg(long, short, env = "TOOLGATE_CONFIG", global = true)]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        config: ConfigArg,
         #[command(subcommand)]
         command: ToolsCommand,
     },
     /// Read or prune the audit log.
     Audit {
-        #[arg(long, short, env = "TOOLGATE_CONFIG", global = true)]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        config: ConfigArg,
         #[command(subcommand)]
         command: AuditCommand,
     },
+}
+
+/// `--config`, the same on every command.
+#[derive(Debug, clap::Args)]
+struct ConfigArg {
+    /// A TOML settings file (deploy/config/toolgate.example.toml lists every setting). Each
+    /// setting can also come from the environment as TOOLGATE__SECTION__KEY, which wins over
+    /// the file.
+    #[arg(long, short, env = "TOOLGATE_CONFIG", global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+impl ConfigArg {
+    fn load(&self) -> anyhow::Result<Settings> {
+        Ok(Settings::load(self.config.as_deref())?)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -153,7 +184,7 @@ fn parse_rfc3339(s: &str) -> Result<time::OffsetDateTime, String> {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let command = cli.command.unwrap_or(Command::Serve { config: None });
+    let command = cli.command.unwrap_or(Command::Serve { config: ConfigArg { config: None }, bind: None });
     match run(command).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -166,7 +197,7 @@ async fn main() -> std::process::ExitCode {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::CheckConfig { config } => {
-            let settings = Settings::load(config.as_deref())?;
+            let settings = config.load()?;
             toolgate::transport::check_settings(&settings).map_err(|e| anyhow::anyhow!("{e}"))?;
             // A closed pipe (`check-config | head`) is not an error worth a panic.
             use std::io::Write as _;
@@ -174,7 +205,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::DevToken { config, scope, subject, ttl_secs } => {
-            let settings = Settings::load(config.as_deref())?;
+            let settings = config.load()?;
             if settings.auth.mode != toolgate::auth::settings::AuthMode::Dev {
                 eprintln!("note: auth.mode is not \"dev\"; the server only trusts this token in dev mode");
             }
@@ -186,7 +217,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Migrate { config } => {
-            let settings = Settings::load(config.as_deref())?;
+            let settings = config.load()?;
             let store = toolgate::store::Store::connect(&settings.storage).await?;
             use std::io::Write as _;
             let mut out = std::io::stdout();
@@ -198,7 +229,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Audit { config, command } => {
-            let settings = Settings::load(config.as_deref())?;
+            let settings = config.load()?;
             // Reads need no migration, but prune and reads of an empty database are clearer
             // with the table present; migrating is idempotent.
             let store = toolgate::store::Store::connect(&settings.storage).await?;
@@ -207,15 +238,20 @@ async fn run(command: Command) -> anyhow::Result<()> {
             result
         }
         Command::Tools { config, command } => {
-            let settings = Settings::load(config.as_deref())?;
+            let settings = config.load()?;
             tools_command(settings, command).await
         }
         Command::Healthcheck { config } => {
-            let settings = Settings::load(config.as_deref())?;
+            let settings = config.load()?;
             healthcheck(settings.server.bind).await
         }
-        Command::Serve { config } => {
-            let settings = Settings::load(config.as_deref())?;
+        Command::Serve { config, bind } => {
+            let mut settings = config.load()?;
+            if let Some(bind) = bind {
+                settings.server.bind = bind;
+                // The same checks as a bind set in the file (dev mode stays on loopback).
+                settings.validate()?;
+            }
             toolgate::telemetry::set_replica(&settings.audit.resolved_replica_id());
             let telemetry = toolgate::telemetry::init(&settings.log);
             let bind = settings.server.bind;

@@ -91,3 +91,39 @@ async fn a_database_that_cannot_be_reached_is_named_without_its_password() {
     assert!(error.contains("127.0.0.1:1/toolgate") && error.contains("storage.url"), "{error}");
     assert!(!error.contains("s3cret"), "{error}");
 }
+
+fn toolgate(args: &[&str], data: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .env("TOOLGATE__STORAGE__DATA_DIR", data)
+        .env_remove("TOOLGATE_CONFIG")
+        .output()
+        .expect("toolgate runs")
+}
+
+#[test]
+fn serve_bind_is_checked_like_the_setting() {
+    let data = tempfile::tempdir().expect("data dir");
+    let out = toolgate(&["serve", "--bind", "0.0.0.0:18557"], data.path());
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("auth.mode") && stderr.contains("loopback"), "dev mode stays on loopback: {stderr}");
+}
+
+#[test]
+fn serve_bind_that_is_not_an_address_is_refused_by_the_parser() {
+    let data = tempfile::tempdir().expect("data dir");
+    let out = toolgate(&["serve", "--bind", "localhost:8080"], data.path());
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--bind"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn every_commands_config_option_says_what_it_takes() {
+    let data = tempfile::tempdir().expect("data dir");
+    for command in ["serve", "check-config", "dev-token", "migrate", "healthcheck"] {
+        let out = toolgate(&[command, "--help"], data.path());
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("--config <FILE>") && help.contains("TOOLGATE__SECTION__KEY"), "{command}: {help}");
+    }
+}
