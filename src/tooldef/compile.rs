@@ -108,6 +108,75 @@ pub fn parse_def(raw: &RawDef) -> Result<ToolDef, FieldError> {
     })
 }
 
+/// Problems one definition may report from parsing alone before the rest is not worth reading.
+const MAX_PARSE_PROBLEMS: usize = 16;
+
+/// Parses a definition, reporting every problem serde finds rather than the first: each member
+/// found unknown or unreadable is noted and left out, and parsing goes on, until the definition
+/// parses or a member it needs is missing (then `None`, with the name's own check added so a bad
+/// name is never hidden behind the rest).
+fn parse_collecting(raw: &RawDef) -> (Option<ToolDef>, Vec<FieldError>) {
+    let mut value = raw.value.clone();
+    let mut errors = Vec::new();
+    let mut parsed = None;
+    for _ in 0..MAX_PARSE_PROBLEMS {
+        let e = match serde_path_to_error::deserialize::<_, ToolDef>(&value) {
+            Ok(def) => {
+                parsed = Some(def);
+                break;
+            }
+            Err(e) => e,
+        };
+        let path = e.path().clone();
+        let shown = path.to_string();
+        let message = e.into_inner().to_string();
+        // A member left out because it could not be read is now missing: nothing new.
+        let parent = if shown == "." { "" } else { shown.as_str() };
+        let consequence = message.starts_with("missing field") && errors.iter().any(|f: &FieldError| f.field.starts_with(parent));
+        if !consequence {
+            errors.push(FieldError::new(if shown == "." { "definition".to_owned() } else { shown }, message));
+        }
+        if consequence || !remove_at(&mut value, &path) {
+            break;
+        }
+    }
+    let name = raw.value.get("name").and_then(Value::as_str);
+    if parsed.is_none()
+        && let Some(Err(e)) = name.map(crate::tool::validate_name)
+        && !errors.iter().any(|f| f.field == "name")
+    {
+        errors.insert(0, FieldError::new("name", e));
+    }
+    // Parsed only because problems were left out: the checks after parsing still run (they
+    // find more), but the definition is not valid.
+    (parsed, errors)
+}
+
+/// Removes the member `path` names from `value`; false when there is none.
+fn remove_at(value: &mut Value, path: &serde_path_to_error::Path) -> bool {
+    use serde_path_to_error::Segment;
+    let segments: Vec<&Segment> = path.iter().collect();
+    let Some((last, parents)) = segments.split_last() else { return false };
+    let mut at = value;
+    for segment in parents {
+        at = match (segment, at) {
+            (Segment::Map { key }, Value::Object(map)) => match map.get_mut(key) {
+                Some(next) => next,
+                None => return false,
+            },
+            (Segment::Seq { index }, Value::Array(items)) => match items.get_mut(*index) {
+                Some(next) => next,
+                None => return false,
+            },
+            _ => return false,
+        };
+    }
+    match (last, at) {
+        (Segment::Map { key }, Value::Object(map)) => map.remove(key).is_some(),
+        _ => false,
+    }
+}
+
 /// A tools file's [`ToolsFile`] shape, for callers that want the typed form.
 pub fn parse_file(path: &Path) -> Result<ToolsFile, DefinitionErrors> {
     let raws = read_path(path)?;
@@ -160,8 +229,8 @@ pub fn compile_all(raws: &[RawDef], settings: &Settings, origin: Origin, source:
 
 /// Compiles one definition into a tool, collecting every problem.
 pub fn compile(raw: &RawDef, settings: &Settings, origin: Origin) -> Result<Compiled, Vec<FieldError>> {
-    let def = parse_def(raw).map_err(|e| vec![e])?;
-    let mut errors = Vec::new();
+    let (def, mut errors) = parse_collecting(raw);
+    let Some(def) = def else { return Err(errors) };
     let Some(shape) = check::shape(&def, settings, &mut errors) else { return Err(errors) };
     let kind = shape.kind;
     match build(&def, shape, raw, settings) {

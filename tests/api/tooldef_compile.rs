@@ -163,3 +163,29 @@ fn json_files_are_read_too() {
     let bad = parse_text("{\"tools\": [", true, "tools.json", Path::new(".")).expect_err("syntax");
     assert!(bad.to_string().contains("invalid JSON"), "{bad}");
 }
+
+#[test]
+fn a_definition_with_several_problems_reports_each_of_them() {
+    let errors = errors_of(
+        "[[tools]]\nname = \"bad name!\"\ndescription = \"x\"\ncolour = \"red\"\nshade = 3\nhttp = { method = \"FETCH\", url = \"https://example.com/x\" }\n",
+    );
+    let fields: Vec<&str> = errors.iter().map(|(_, field, _)| field.as_str()).collect();
+    for expected in ["name", "colour", "shade", "http.method"] {
+        assert!(fields.contains(&expected), "{expected} not reported: {errors:#?}");
+    }
+}
+
+#[test]
+fn a_value_of_the_wrong_type_does_not_hide_the_other_problems() {
+    let errors = errors_of("[[tools]]\nname = \"bad name!\"\ndescription = \"x\"\ntimeout_secs = \"ten\"\n");
+    let fields: Vec<&str> = errors.iter().map(|(_, field, _)| field.as_str()).collect();
+    assert!(fields.contains(&"name") && fields.contains(&"timeout_secs"), "{errors:#?}");
+    assert_eq!(fields.iter().filter(|f| **f == "name").count(), 1, "reported once: {errors:#?}");
+}
+
+#[test]
+fn a_required_member_that_cannot_be_read_is_not_also_reported_missing() {
+    let errors = errors_of("[[tools]]\nname = \"t\"\ndescription = 5\nbuiltin = { id = \"echo\" }\n");
+    assert!(errors.iter().any(|(_, field, _)| field == "description"), "{errors:#?}");
+    assert!(!errors.iter().any(|(_, _, message)| message.starts_with("missing field")), "{errors:#?}");
+}
