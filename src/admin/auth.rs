@@ -63,7 +63,10 @@ fn refuse(auth: &Authenticator, refusal: &Refusal, required: &[String], admin_sc
     let (kind, detail) = match refusal {
         Refusal::Missing => (Kind::Unauthorized, format!("a bearer token with the scope {admin_scope} is required")),
         Refusal::Malformed(why) => (Kind::MalformedRequest, format!("Authorization: {why}")),
-        Refusal::Invalid(_) => (Kind::Unauthorized, "the access token is not valid for this server".to_owned()),
+        Refusal::Invalid(why) => {
+            let hint = auth.dev_hint(why).map(|h| format!("; {h}")).unwrap_or_default();
+            (Kind::Unauthorized, format!("the access token is not valid for this server: {why}{hint}"))
+        }
         Refusal::InsufficientScope(_) => {
             (Kind::InsufficientScope, format!("the admin API needs a token with the scope {admin_scope} (the MCP scopes are not needed)"))
         }

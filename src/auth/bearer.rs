@@ -95,6 +95,26 @@ impl Authenticator {
     }
 
     /// The RFC 9728 metadata URL challenges point to.
+    /// In dev mode, what most likely went wrong with a token `toolgate dev-token` minted, and
+    /// what to do about it; `None` otherwise (a real issuer's tokens are the issuer's business).
+    pub fn dev_hint(&self, why: &str) -> Option<String> {
+        if self.settings.mode != super::settings::AuthMode::Dev {
+            return None;
+        }
+        let hint = match why {
+            "token audience does not include this resource" => {
+                "dev-token mints for the resource the settings give (auth.resource, else derived from server.bind): run it with the same --config file and TOOLGATE__ variables as the server".to_owned()
+            }
+            "signature does not verify" => format!(
+                "dev tokens are signed with the key in auth.dev_key_file ({}), relative to the working directory: run dev-token where the server runs, or with the same auth.dev_key_file",
+                self.settings.dev_key_file.display()
+            ),
+            "token has expired" => "mint a new one with `toolgate dev-token` (it lives --ttl-secs, 3600 by default)".to_owned(),
+            _ => return None,
+        };
+        Some(hint)
+    }
+
     pub fn metadata_url(&self) -> &str {
         &self.metadata
     }

@@ -138,7 +138,10 @@ pub fn challenge(auth: &Authenticator, refusal: &Refusal) -> Response<Body> {
                 quote_safe(why),
                 auth.metadata_url()
             ),
-            "Unauthorized: the access token is not valid for this server".to_owned(),
+            match auth.dev_hint(why) {
+                Some(hint) => format!("Unauthorized: the access token is not valid for this server: {why}; {hint}"),
+                None => format!("Unauthorized: the access token is not valid for this server: {why}"),
+            },
         ),
         Refusal::InsufficientScope(needed) => (
             StatusCode::FORBIDDEN,

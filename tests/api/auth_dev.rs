@@ -61,3 +61,39 @@ fn dev_mode_refuses_a_public_bind_unless_forced() {
     s.auth.dev_allow_public_bind = true;
     assert!(s.validate().is_ok());
 }
+
+fn dev_token_for(key_file: &std::path::Path, resource: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["dev-token"])
+        .env("TOOLGATE__AUTH__MODE", "dev")
+        .env("TOOLGATE__AUTH__DEV_KEY_FILE", key_file)
+        .env("TOOLGATE__AUTH__RESOURCE", resource)
+        .output()
+        .expect("toolgate dev-token runs");
+    String::from_utf8(out.stdout).expect("utf-8").trim().to_owned()
+}
+
+async fn refusal_message(s: &TestServer, token: &str) -> String {
+    let res = s.post(INIT, &[("authorization", &format!("Bearer {token}"))]).await;
+    assert_eq!(res.status(), 401);
+    let body: serde_json::Value = res.json().await.expect("json");
+    body["error"]["message"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn a_dev_token_minted_for_another_resource_is_refused_saying_to_mint_it_with_the_servers_settings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("dev.key");
+    let s = dev_server(key.clone()).await;
+    let message = refusal_message(&s, &dev_token_for(&key, "http://127.0.0.1:9999/mcp")).await;
+    assert!(message.contains("audience") && message.contains("--config") && message.contains("TOOLGATE__"), "{message}");
+}
+
+#[tokio::test]
+async fn a_dev_token_signed_with_another_key_is_refused_naming_the_key_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("server.key");
+    let s = dev_server(key.clone()).await;
+    let message = refusal_message(&s, &dev_token(&dir.path().join("other.key"), "mcp:tools")).await;
+    assert!(message.contains("auth.dev_key_file") && message.contains(&key.display().to_string()), "{message}");
+}
