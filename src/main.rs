@@ -308,6 +308,9 @@ async fn tools_command(settings: Settings, command: ToolsCommand) -> anyhow::Res
         ToolsCommand::Validate { file } => {
             let path = file.or_else(|| settings.tools.path.clone()).ok_or_else(|| anyhow::anyhow!("give a file, or set tools.path"))?;
             let raws = read_path(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+            for warning in toolgate::tooldef::warnings(&raws) {
+                eprintln!("warning: {warning}");
+            }
             let compiled = compile_all(&raws, &settings, Origin::File, &path.display().to_string())
                 .map_err(|e| anyhow::anyhow!("invalid tool definitions:\n{e}"))?;
             // A name a built-in pack already serves would make the server refuse the file.

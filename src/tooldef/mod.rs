@@ -15,6 +15,7 @@ pub mod error;
 pub mod http;
 mod model;
 mod sources;
+mod warnings;
 
 use std::path::Path;
 
@@ -24,6 +25,7 @@ pub use compile::{Compiled, RawDef, compile, compile_all, is_definition_file, pa
 pub use error::{DefinitionErrors, FieldError, ToolErrors};
 pub use model::{Annotations, AuditArguments, Kind, ResponseFormat, ToolDef, ToolsFile};
 pub use sources::{Definitions, SourceStatus};
+pub use warnings::warnings;
 
 use crate::config::ToolSettings;
 

@@ -85,6 +85,9 @@ impl Definitions {
         // Reading and compiling touch the file system (secret files, working directories).
         let result = tokio::task::spawn_blocking(move || {
             let raws = read_path(&path)?;
+            for warning in super::warnings(&raws) {
+                tracing::warn!("{warning}");
+            }
             compile_all(&raws, &settings, Origin::File, &shown)
         })
         .await

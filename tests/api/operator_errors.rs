@@ -127,3 +127,15 @@ fn every_commands_config_option_says_what_it_takes() {
         assert!(help.contains("--config <FILE>") && help.contains("TOOLGATE__SECTION__KEY"), "{command}: {help}");
     }
 }
+
+#[test]
+fn a_command_tool_that_wraps_a_shell_validates_with_a_warning() {
+    let data = tempfile::tempdir().expect("data dir");
+    let file = data.path().join("tools.toml");
+    let definition = "[[tools]]\nname = \"grep_log\"\ndescription = \"Greps the log.\"\ninput_schema = { type = \"object\", properties = { q = { type = \"string\" } }, required = [\"q\"] }\n[tools.command]\nprogram = \"/bin/sh\"\nargs = [\"-c\", \"grep -- {q} /var/log/app.log\"]\n";
+    std::fs::write(&file, definition).expect("written");
+    let out = toolgate(&["tools", "validate", file.to_str().expect("utf-8")], data.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "a warning, not a refusal: {stderr}");
+    assert!(stderr.contains("warning") && stderr.contains("grep_log") && stderr.contains("runs a shell"), "{stderr}");
+}

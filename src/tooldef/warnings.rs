@@ -1,0 +1,67 @@
+//! Definitions that are valid but probably not what the operator wants: reported by
+//! `toolgate tools validate` and logged when the file is loaded, never refused.
+
+use serde_json::Value;
+
+use super::RawDef;
+
+/// Programs that run their argument as code when given `-c`.
+const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "csh", "tcsh", "busybox"];
+
+/// Every warning for `raws`, each naming the source, the tool and the field.
+pub fn warnings(raws: &[RawDef]) -> Vec<String> {
+    raws.iter()
+        .enumerate()
+        .filter_map(|(i, raw)| shell_wrapper(raw).map(|w| format!("{}: tool {:?}: {w}", raw.source, raw.label(i))))
+        .collect()
+}
+
+/// A `command` tool that hands a script to a shell (`sh -c '…'`): the command kind keeps each
+/// argument one argv element, which is exactly what a shell undoes, so a template value inside
+/// the script can run commands of its own.
+fn shell_wrapper(raw: &RawDef) -> Option<String> {
+    let command = raw.value.get("command")?;
+    let program = command.get("program").and_then(Value::as_str)?;
+    let name = program.rsplit('/').next().unwrap_or(program);
+    if !SHELLS.contains(&name) {
+        return None;
+    }
+    let args = command.get("args").and_then(Value::as_array)?;
+    let runs_code = args.iter().filter_map(Value::as_str).any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c'));
+    runs_code.then(|| {
+        format!(
+            "command.program runs a shell with -c ({program}): the shell parses its script again, so an argument value placed in it can run commands of its own; run the program itself, with one template element per argument"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn raw(value: Value) -> RawDef {
+        RawDef { value, source: "tools.toml".into(), base_dir: PathBuf::from(".") }
+    }
+
+    #[test]
+    fn a_shell_given_a_script_is_warned_about() {
+        let found = warnings(&[raw(json!({"name": "t", "command": {"program": "/bin/sh", "args": ["-c", "grep {q} log"]}}))]);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].contains("tools.toml: tool \"t\": command.program runs a shell"), "{found:?}");
+    }
+
+    #[test]
+    fn combined_flags_with_c_count_too() {
+        assert_eq!(warnings(&[raw(json!({"name": "t", "command": {"program": "bash", "args": ["-ec", "x"]}}))]).len(), 1);
+    }
+
+    #[test]
+    fn a_shell_running_a_script_file_or_another_program_is_not_warned_about() {
+        assert!(warnings(&[raw(json!({"name": "t", "command": {"program": "bash", "args": ["./run.sh"]}}))]).is_empty());
+        assert!(warnings(&[raw(json!({"name": "t", "command": {"program": "/usr/bin/git", "args": ["-c", "x=y", "log"]}}))]).is_empty());
+    }
+}
