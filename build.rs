@@ -25,7 +25,11 @@ fn main() {
         if let Some(reference) = std::fs::read_to_string(head).ok().and_then(|h| h.strip_prefix("ref: ").map(|r| r.trim().to_owned())) {
             println!("cargo:rerun-if-changed=.git/{reference}");
         }
-        println!("cargo:rerun-if-changed=.git/packed-refs");
+        // Only when it exists: cargo treats a missing watched file as changed, which rebuilt
+        // the crate on every cargo command in a checkout without packed refs.
+        if Path::new(".git/packed-refs").exists() {
+            println!("cargo:rerun-if-changed=.git/packed-refs");
+        }
     } else {
         println!("cargo:rerun-if-changed=build.rs");
     }

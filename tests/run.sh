@@ -55,6 +55,10 @@ else
   tests/e2e/setup.sh
   step "tests/e2e/run.sh"
   tests/e2e/run.sh
+  # Every command and snippet of README.md and the deploy/ guides, as written, on a fresh data
+  # directory (the README's release build, servers on 127.0.0.1:8080/8081/9000, the clients above)
+  step "tests/docs_check.sh (README and deploy/ guides, run as written)"
+  DOCS_CHECK_ALREADY_RUN=tests/deploy_check.sh tests/docs_check.sh
   step "tests/cluster/topology.sh (3 replicas behind nginx, Postgres, Redis: sessions, list_changed, quotas, kill -9)"
   tests/cluster/topology.sh
   # The benchmark's smoke test: every step of benches/run.sh at tiny sizes, with toolgate and two
