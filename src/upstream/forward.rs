@@ -223,11 +223,7 @@ fn relay(result: Value) -> ToolOutcome {
         structured_content: result.remove("structuredContent"),
         is_error: result.get("isError").and_then(Value::as_bool).unwrap_or(false),
         meta: match result.remove("_meta") {
-            Some(Value::Object(mut meta)) => {
-                // The upstream's protocol keys (its serverInfo) are its own; toolgate states its own.
-                meta.retain(|k, _| !k.starts_with(super::modern::META_PREFIX));
-                (!meta.is_empty()).then_some(meta)
-            }
+            Some(Value::Object(meta)) => super::modern::own_meta(meta),
             _ => None,
         },
     })

@@ -22,9 +22,8 @@ pub const VERSION: &str = "2026-07-28";
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-/// `_meta` keys of the protocol itself: an upstream's are not relayed to toolgate's clients
-/// (toolgate states its own).
-pub const META_PREFIX: &str = "io.modelcontextprotocol/";
+/// `_meta` keys of the protocol itself.
+const META_PREFIX: &str = "io.modelcontextprotocol/";
 
 pub static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
 pub static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
@@ -115,12 +114,21 @@ pub fn settled(mut result: Value) -> Result<Value, String> {
         r.remove(key);
     }
     if let Some(Value::Object(meta)) = r.get_mut("_meta") {
-        meta.retain(|k, _| !k.starts_with(META_PREFIX));
-        if meta.is_empty() {
-            r.remove("_meta");
+        match own_meta(std::mem::take(meta)) {
+            Some(kept) => *meta = kept,
+            None => {
+                r.remove("_meta");
+            }
         }
     }
     Ok(result)
+}
+
+/// An upstream's `_meta` without the protocol's own keys (its serverInfo: toolgate states its
+/// own); `None` when nothing else is left.
+pub fn own_meta(mut meta: Map<String, Value>) -> Option<Map<String, Value>> {
+    meta.retain(|k, _| !k.starts_with(META_PREFIX));
+    (!meta.is_empty()).then_some(meta)
 }
 
 /// The `subscriptions/listen` request: every list change the upstream can report.

@@ -6,12 +6,7 @@ use std::collections::HashMap;
 use toolgate::config::Settings;
 use toolgate::limits::{LimitSettings, ToolLimit};
 
-fn load_toml(text: &str) -> Result<Settings, String> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("t.toml");
-    std::fs::write(&path, text).expect("write");
-    Settings::load(Some(&path)).map_err(|e| format!("{:#}", anyhow::Error::from(e)))
-}
+use crate::common::load_toml;
 
 #[test]
 fn defaults_are_valid_and_on() {

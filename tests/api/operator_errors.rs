@@ -4,14 +4,7 @@
 use toolgate::app::{self, AppState};
 use toolgate::config::{Secret, Settings};
 
-use crate::common::test_settings;
-
-fn load_toml(text: &str) -> Result<Settings, String> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("toolgate.toml");
-    std::fs::write(&path, text).expect("written");
-    Settings::load(Some(&path)).map_err(|e| format!("{:#}", anyhow::Error::from(e)))
-}
+use crate::common::{load_toml, test_settings};
 
 async fn start_error(adjust: impl FnOnce(&mut Settings)) -> String {
     let data = tempfile::tempdir().expect("data dir");

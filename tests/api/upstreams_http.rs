@@ -43,7 +43,7 @@ pub(crate) async fn wait_for(server: &TestServer, name: &str, present: bool) {
     panic!("{name} {} served after 10 s: {:?}", if present { "not" } else { "still" }, served(server));
 }
 
-async fn upstream_status(server: &TestServer) -> Value {
+pub(crate) async fn upstream_status(server: &TestServer) -> Value {
     let status: Value = server.client.get(server.admin_url("/admin/upstreams")).send().await.expect("sent").json().await.expect("json");
     status["upstreams"][0].clone()
 }

@@ -13,24 +13,19 @@ use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use crate::common::{MODERN, SseReader, TestServer, open_get, response_json, spawn_post, wait_forever};
-use crate::upstreams_http::{front, scripted, served, text, wait_for};
+use crate::upstreams_http::{front, scripted, served, text, upstream_status, wait_for};
 
 const V: &str = "2025-11-25";
 
-async fn status(server: &TestServer) -> Value {
-    let status: Value = server.client.get(server.admin_url("/admin/upstreams")).send().await.expect("sent").json().await.expect("json");
-    status["upstreams"][0].clone()
-}
-
 async fn wait_status(server: &TestServer, what: impl Fn(&Value) -> bool) -> Value {
     for _ in 0..100 {
-        let now = status(server).await;
+        let now = upstream_status(server).await;
         if what(&now) {
             return now;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("the upstream's state never got there: {}", status(server).await);
+    panic!("the upstream's state never got there: {}", upstream_status(server).await);
 }
 
 /// A scripted 2026-07-28 server: `server/discover`, one tool `lookup` whose `region` goes in a
@@ -72,7 +67,7 @@ async fn an_upstream_that_speaks_2026_07_28_is_spoken_to_in_it() {
     let upstream = TestServer::start().await;
     let server = front(&upstream.url("/mcp"), json!({}), |_| {}).await;
     wait_for(&server, "up_calculate_sum", true).await;
-    assert_eq!(status(&server).await["protocol_version"], MODERN);
+    assert_eq!(upstream_status(&server).await["protocol_version"], MODERN);
     let session = server.initialize(V).await;
     let answer = server.call(&session, 1, "tools/call", json!({"name": "up_calculate_sum", "arguments": {"a": 2, "b": 3}})).await;
     assert_ne!(answer["result"]["isError"], true, "{answer}");
@@ -84,7 +79,7 @@ async fn protocol_legacy_keeps_to_the_initialize_handshake() {
     let upstream = TestServer::start().await;
     let server = front(&upstream.url("/mcp"), json!({"protocol": "legacy"}), |_| {}).await;
     wait_for(&server, "up_calculate_sum", true).await;
-    assert_eq!(status(&server).await["protocol_version"], V);
+    assert_eq!(upstream_status(&server).await["protocol_version"], V);
 }
 
 #[tokio::test]
@@ -93,7 +88,7 @@ async fn an_upstream_that_refuses_the_probe_is_spoken_to_after_initialize() {
         scripted(|id| ResponseTemplate::new(200).set_body_json(json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}}))).await;
     let server = front(&format!("{}/mcp", mock.uri()), json!({}), |_| {}).await;
     wait_for(&server, "up_lookup", true).await;
-    assert_eq!(status(&server).await["protocol_version"], V);
+    assert_eq!(upstream_status(&server).await["protocol_version"], V);
     let seen = mock.received_requests().await.expect("recorded");
     let first: Value = serde_json::from_slice(&seen[0].body).expect("json");
     assert_eq!(first["method"], "server/discover", "the probe comes first");
@@ -129,7 +124,7 @@ async fn every_request_carries_the_version_and_names_itself_in_headers() {
     assert_eq!(text(&answer), "found", "{answer}");
     let seen = mock.received_requests().await.expect("recorded");
     assert!(requests_for(&seen, "initialize").is_empty(), "no handshake in 2026-07-28");
-    assert_eq!(status(&server).await["server_info"]["name"], "scripted-modern");
+    assert_eq!(upstream_status(&server).await["server_info"]["name"], "scripted-modern");
     let call = requests_for(&seen, "tools/call")[0];
     assert_eq!(header(call, "mcp-protocol-version"), Some(MODERN));
     assert_eq!(header(call, "mcp-method"), Some("tools/call"));
@@ -158,12 +153,10 @@ async fn an_upstreams_tool_change_is_heard_on_its_listen_stream() {
     let upstream = TestServer::start().await;
     let server = front(&upstream.url("/mcp"), json!({}), |_| {}).await;
     wait_for(&server, "up_echo", true).await;
-    assert_eq!(status(&server).await["protocol_version"], MODERN);
+    assert_eq!(upstream_status(&server).await["protocol_version"], MODERN);
     let session = server.initialize(V).await;
     let mut events = SseReader::new(open_get(&server, &session, None).await);
-    let fresh = toolgate::tool::Tool::builder("fresh", "A new tool.")
-        .handler(|_| async { Ok::<_, toolgate::tool::ToolError>(toolgate::protocol::CallToolResult::text("new")) });
-    upstream.state().server.tools.upsert(fresh).expect("added");
+    add_fresh_tool(&upstream);
     wait_for(&server, "up_fresh", true).await;
     let heard = loop {
         match events.next_message_within(Duration::from_secs(10)).await {
@@ -180,10 +173,15 @@ async fn a_legacy_upstreams_tool_change_is_heard_on_its_get_stream() {
     let upstream = TestServer::start().await;
     let server = front(&upstream.url("/mcp"), json!({"protocol": "legacy"}), |_| {}).await;
     wait_for(&server, "up_echo", true).await;
+    add_fresh_tool(&upstream);
+    wait_for(&server, "up_fresh", true).await;
+}
+
+/// Adds a tool `fresh` to a toolgate upstream, as an upstream adds one at runtime.
+fn add_fresh_tool(upstream: &TestServer) {
     let fresh = toolgate::tool::Tool::builder("fresh", "A new tool.")
         .handler(|_| async { Ok::<_, toolgate::tool::ToolError>(toolgate::protocol::CallToolResult::text("new")) });
     upstream.state().server.tools.upsert(fresh).expect("added");
-    wait_for(&server, "up_fresh", true).await;
 }
 
 /// A toolgate with the conformance pack as a 2026-07-28 upstream.

@@ -268,3 +268,12 @@ impl Drop for SetOnDrop {
         self.0.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 }
+
+/// Settings loaded from `text` as a settings file (defaults, the file, then the environment),
+/// or the error as the command line would print it.
+pub fn load_toml(text: &str) -> Result<Settings, String> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("toolgate.toml");
+    std::fs::write(&path, text).expect("written");
+    Settings::load(Some(&path)).map_err(|e| format!("{:#}", anyhow::Error::from(e)))
+}
