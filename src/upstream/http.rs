@@ -117,30 +117,17 @@ impl HttpWire {
     pub(super) async fn post(
         &self,
         peer: &Peer,
-        mut message: Value,
+        message: Value,
         related: Option<i64>,
         extra: Vec<(HeaderName, HeaderValue)>,
     ) -> Result<(), UpstreamError> {
         let modern = self.is_modern();
-        let mut request = self.request(reqwest::Method::POST).await?;
-        if modern {
-            // 2026-07-28 defines nothing a client sends but requests: cancelling is closing
-            // the request's stream, and the upstream asks no questions of its own.
-            if message.get("id").is_none() || message.get("method").is_none() {
-                return Ok(());
-            }
-            for (name, value) in modern::stamp(&mut message).into_iter().chain(extra) {
-                request = request.header(name, value);
-            }
+        // 2026-07-28 defines nothing a client sends but requests: cancelling is closing the
+        // request's stream, and the upstream asks no questions of its own.
+        if modern && (message.get("id").is_none() || message.get("method").is_none()) {
+            return Ok(());
         }
-        let body = serde_json::to_vec(&message).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
-        let response = request
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| send_error(&e))?;
+        let response = self.post_request(modern, message, extra).await?.send().await.map_err(|e| send_error(&e))?;
         if !modern && let Some(session) = response.headers().get(SESSION) {
             self.0.session.lock().get_or_insert_with(|| session.clone());
         }
@@ -236,10 +223,22 @@ impl HttpWire {
         if !modern {
             return Ok(self.request(reqwest::Method::GET).await?.header(ACCEPT, "text/event-stream"));
         }
-        let mut message = modern::listen_request();
+        self.post_request(true, modern::listen_request(), Vec::new()).await
+    }
+
+    /// The POST carrying `message`: in 2026-07-28 stamped with its `_meta` and named in headers
+    /// (with `extra` ones).
+    async fn post_request(
+        &self,
+        modern: bool,
+        mut message: Value,
+        extra: Vec<(HeaderName, HeaderValue)>,
+    ) -> Result<reqwest::RequestBuilder, UpstreamError> {
         let mut request = self.request(reqwest::Method::POST).await?;
-        for (name, value) in modern::stamp(&mut message) {
-            request = request.header(name, value);
+        if modern {
+            for (name, value) in modern::stamp(&mut message).into_iter().chain(extra) {
+                request = request.header(name, value);
+            }
         }
         let body = serde_json::to_vec(&message).map_err(|e| UpstreamError::Protocol(e.to_string()))?;
         Ok(request.header(ACCEPT, "application/json, text/event-stream").header(CONTENT_TYPE, "application/json").body(body))
@@ -361,12 +360,16 @@ pub(super) async fn authorize(
     })
 }
 
+fn content_type_is(headers: &HeaderMap, media_type: &str) -> bool {
+    headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with(media_type))
+}
+
 fn is_json(headers: &HeaderMap) -> bool {
-    headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/json"))
+    content_type_is(headers, "application/json")
 }
 
 pub(super) fn is_event_stream(headers: &HeaderMap) -> bool {
-    headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/event-stream"))
+    content_type_is(headers, "text/event-stream")
 }
 
 async fn read_limited(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, UpstreamError> {
