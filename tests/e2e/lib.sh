@@ -68,3 +68,33 @@ record() { # name status
     log "FAIL $1 (exit $2)"
   fi
 }
+
+# Runs a client that prints `PASS <check>` / `FAIL <check>: <why>` lines; each is recorded as a
+# check of this suite, and a client that dies without saying why is a failure of its own. Needs
+# CLIENT_TIMEOUT (seconds) and `shopt -s lastpipe` in the caller, so the counters it updates are
+# the caller's.
+run_client() { # name command...
+  local name="$1" line rc=0 fails=0
+  shift
+  { timeout -k 5 "$CLIENT_TIMEOUT" "$@" 2>"$LOGS/$name.stderr" || echo "EXIT $?"; } | while IFS= read -r line; do
+    case "$line" in
+      "PASS "*)
+        passed=$((passed + 1))
+        log "PASS $name: ${line#PASS }"
+        ;;
+      "FAIL "*)
+        failed=$((failed + 1)) fails=$((fails + 1))
+        failures+=("$name: $(printf '%s' "${line#FAIL }" | cut -d: -f1)")
+        log "FAIL $name: ${line#FAIL }"
+        ;;
+      "EXIT "*) rc="${line#EXIT }" ;;
+      *) printf '%s\n' "$line" >>"$LOGS/$name.stdout" ;;
+    esac
+  done
+  [ "$rc" = 124 ] && log "$name: killed after ${CLIENT_TIMEOUT}s"
+  if [ "$rc" != 0 ] && [ "$fails" = 0 ]; then record "$name (exit $rc)" 1; fi
+  if [ "$rc" != 0 ] && [ -s "$LOGS/$name.stderr" ]; then
+    log "$name stderr (last lines):"
+    tail -n 20 "$LOGS/$name.stderr" >&2
+  fi
+}

@@ -242,34 +242,6 @@ ADMIN_TOKEN="$(token "toolgate:admin")" || fail_early "dev-token (admin)"
 export MCP_TOKEN ADMIN_TOKEN
 log "toolgate on 127.0.0.1:$SERVER_PORT (admin $ADMIN_ADDR); upstreams: evh $EVH_PORT, py $PY_PORT, rs $RS_PORT; logs in $LOGS"
 
-# Runs a client that prints `PASS <check>` / `FAIL <check>: <why>` lines; each is recorded as a
-# check of this suite, and a client that dies without saying why is a failure of its own.
-run_client() { # name command...
-  local name="$1" line rc=0 fails=0
-  shift
-  { timeout -k 5 "$CLIENT_TIMEOUT" "$@" 2>"$LOGS/$name.stderr" || echo "EXIT $?"; } | while IFS= read -r line; do
-    case "$line" in
-      "PASS "*)
-        passed=$((passed + 1))
-        log "PASS $name: ${line#PASS }"
-        ;;
-      "FAIL "*)
-        failed=$((failed + 1)) fails=$((fails + 1))
-        failures+=("$name: $(printf '%s' "${line#FAIL }" | cut -d: -f1)")
-        log "FAIL $name: ${line#FAIL }"
-        ;;
-      "EXIT "*) rc="${line#EXIT }" ;;
-      *) printf '%s\n' "$line" >>"$LOGS/$name.stdout" ;;
-    esac
-  done
-  [ "$rc" = 124 ] && log "$name: killed after ${CLIENT_TIMEOUT}s"
-  if [ "$rc" != 0 ] && [ "$fails" = 0 ]; then record "$name (exit $rc)" 1; fi
-  if [ "$rc" != 0 ] && [ -s "$LOGS/$name.stderr" ]; then
-    log "$name stderr (last lines):"
-    tail -n 20 "$LOGS/$name.stderr" >&2
-  fi
-}
-
 run_client python-mcp1 "$PY" "$E2E/upstreams_py.py" --url "$MCP" --admin-url "http://$ADMIN_ADDR" \
   --evh-url "$EVH_URL" --py-url "$PY_URL" --rs-url "$RS_URL" --node "$NODE" --everything "$EVERYTHING" \
   --evh-pid-file "$LOGS/evh.pid" --evh-argv "$("$PY" -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "${EVH_ARGV[@]}")" \
