@@ -225,7 +225,7 @@ EOF
 
 # ------------------------------------------------------------------ 5. tasks (TASKS=1)
 # benches/tasks.py starts its own servers (auth and rate limits off, conformance pack, audit
-# batched as in full.toml), pinned like the rest; its table goes to tasks.md, its figures to
+# sync as in full.toml), pinned like the rest; its table goes to tasks.md, its figures to
 # tasks.json, and into the summary below. It fails only on errors or missing results.
 tasks_status=0
 if [[ $TASKS == 1 ]]; then

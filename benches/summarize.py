@@ -101,7 +101,7 @@ def main() -> int:
             rounds = max(len(by[lb].get(c, [])) for c in conns)
             name = f"**{lb}**" if lb.startswith("toolgate") else lb
             print(f"| {name} ({rounds}) | {rps} | {p50} | {p99} | {cpu} | {fmt((idle or 0) / 1024, 1)} → {fmt(peak / 1024, 1)} | {errs} |")
-        print("\n(n) = rounds. toolgate-full: RS256 JWT from a JWKS, rate limits on (high), SQLite audit `batched`. toolgate-core: none of those. `-2026`: protocol 2026-07-28 (stateless JSON); otherwise 2025-11-25 with a session.\n")
+        print("\n(n) = rounds. toolgate-full: RS256 JWT from a JWKS, rate limits on (high), SQLite audit `sync` (the default). toolgate-core: none of those. `-2026`: protocol 2026-07-28 (stateless JSON); otherwise 2025-11-25 with a session.\n")
 
         tg = [lb for lb in TOOLGATE_LOAD if lb in labels]
         if tg and (rmcp or CEILING in labels):

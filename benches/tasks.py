@@ -8,7 +8,7 @@ For each backend it starts the toolgate binary itself (a fresh SQLite data direc
 Postgres database, dropped at the end, also on failure), pinned with taskset to SERVER_CPU [1]
 while this client runs on LOADGEN_CPU [0] (when there are two CPUs or more; PIN=0: no pinning),
 with auth off, rate limits off, the conformance pack on, the audit log as --audit says
-(default: batched, as benches/config/full.toml), tasks.max_running_per_client raised (without
+(default: sync, as benches/config/full.toml), tasks.max_running_per_client raised (without
 auth it counts per client address, and this client is one) and tasks.poll_interval_ms at 10
 (--poll-interval-ms; the lowest the server accepts; the default is 1000) and the poll limit off
 (tasks.poll_burst = 0), so tasks/get throughput measures the read path, not refusals (the
@@ -700,8 +700,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, help="tasks/get warm-up seconds [2; short 0.5]")
     ap.add_argument("--poll-interval-ms", type=int, default=10,
                     help="tasks.poll_interval_ms for the server (the lowest it accepts is 10; 0: leave the default, 1000) [10]")
-    ap.add_argument("--audit", choices=["batched", "sync", "off"], default="batched",
-                    help="audit log durability, or off [batched, as benches/config/full.toml]")
+    ap.add_argument("--audit", choices=["batched", "sync", "off"], default="sync",
+                    help="audit log durability, or off [sync, as benches/config/full.toml]")
     ap.add_argument("--port", type=int, default=18860, help="first port tried for the server [18860]")
     ap.add_argument("--ready-timeout", type=float, default=60)
     ap.add_argument("--timeout", type=float, help="bound on the whole run, s [600; short 120]")
@@ -803,7 +803,7 @@ def main() -> int:
     print("```")
     print(f"date_utc: {report['date_utc']}; host: {report['host']}; pinning: {pinned}; mode: {report['mode']}; run: {report['run_s']} s")
     print(f"toolgate: {version}, {a.bin}{' (DEBUG BUILD: figures meaningless)' if debug else ''}")
-    print(f"settings: auth off, rate limits off, audit {a.audit}{' (as benches/config/full.toml)' if a.audit == 'batched' else ''}, "
+    print(f"settings: auth off, rate limits off, audit {a.audit}{' (as benches/config/full.toml)' if a.audit == "sync" else ''}, "
           f"conformance pack on, tasks.poll_interval_ms {s['poll_interval_ms']}, tasks.max_running_per_client 100000, "
           f"tools.max_concurrent_calls {max_calls}, storage defaults otherwise")
     if inherited:

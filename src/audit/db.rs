@@ -3,6 +3,7 @@
 use std::borrow::Cow;
 
 use futures_util::TryStreamExt;
+use serde_json::Value;
 use sqlx::{Postgres, QueryBuilder, Row, Sqlite};
 use time::format_description::BorrowedFormatItem;
 use time::macros::format_description;
@@ -12,8 +13,6 @@ use uuid::Uuid;
 use super::record::{AuditRecord, EventKind, Outcome};
 use crate::store::{Backend, Store};
 
-/// Rows per INSERT statement: 18 parameters a row stays under SQLite's 32766-parameter limit.
-const ROWS_PER_STATEMENT: usize = 1000;
 /// Rows per Postgres statement. sqlx 0.9.0 does not set TCP_NODELAY (transact-rs/sqlx#4335,
 /// fixed upstream by #4336, unreleased): a statement larger than one TCP segment waits ~40 ms
 /// for a delayed ACK. Measured on loopback: 256-row statements 5.7k rows/s, 64-row ones 51k.
@@ -23,6 +22,13 @@ const PG_ROWS_PER_STATEMENT: usize = 64;
 const PRUNE_CHUNK: i64 = 10_000;
 
 const COLUMNS: &str = "id, time, request_id, session_id, issuer, subject, client_id, client_ip, kind, tool, args_sha256, arguments, outcome, detail, duration_ms, result_bytes, replica_id, trace_id";
+
+/// SQLite's batch insert: the rows arrive as one JSON array of 18-element arrays (the columns
+/// in `COLUMNS` order), unpacked by `json_each` as Postgres unpacks arrays with `UNNEST`. The
+/// `WHERE true` keeps SQLite from reading `ON CONFLICT` as part of the join.
+const SQLITE_INSERT: &str = "INSERT INTO audit_log (id, time, request_id, session_id, issuer, subject, client_id, client_ip, kind, tool, args_sha256, arguments, outcome, detail, duration_ms, result_bytes, replica_id, trace_id) \
+     SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6, value->>7, value->>8, value->>9, value->>10, value->>11, value->>12, value->>13, value->>14, value->>15, value->>16, value->>17 \
+     FROM json_each(?1) WHERE true ON CONFLICT (id) DO NOTHING";
 
 const PG_INSERT: &str = "INSERT INTO audit_log (id, time, request_id, session_id, issuer, subject, client_id, client_ip, kind, tool, args_sha256, arguments, outcome, detail, duration_ms, result_bytes, replica_id, trace_id) \
      SELECT * FROM UNNEST($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::int8[], $16::int8[], $17::text[], $18::text[]) \
@@ -53,33 +59,10 @@ pub async fn insert_batch(store: &Store, records: &[AuditRecord]) -> Result<u64,
     let mut inserted = 0;
     match store.backend() {
         Backend::Sqlite(pool) => {
-            let mut tx = pool.begin().await?;
-            for chunk in records.chunks(ROWS_PER_STATEMENT) {
-                let mut q = QueryBuilder::<Sqlite>::new(format!("INSERT INTO audit_log ({COLUMNS}) "));
-                q.push_values(chunk, |mut b, r| {
-                    b.push_bind(r.id.to_string())
-                        .push_bind(sqlite_time(r.time))
-                        .push_bind(text(&r.request_id))
-                        .push_bind(text(&r.session_id))
-                        .push_bind(text(&r.issuer))
-                        .push_bind(text(&r.subject))
-                        .push_bind(text(&r.client_id))
-                        .push_bind(text(&r.client_ip))
-                        .push_bind(r.kind.as_str())
-                        .push_bind(text(&r.tool))
-                        .push_bind(text(&r.args_sha256))
-                        .push_bind(r.arguments.as_ref().map(|a| a.to_string()))
-                        .push_bind(r.outcome.as_str())
-                        .push_bind(text(&r.detail))
-                        .push_bind(r.duration_ms.map(to_i64))
-                        .push_bind(r.result_bytes.map(to_i64))
-                        .push_bind(clean(&r.replica_id).into_owned())
-                        .push_bind(text(&r.trace_id));
-                });
-                q.push(" ON CONFLICT (id) DO NOTHING");
-                inserted += q.build().execute(&mut *tx).await?.rows_affected();
-            }
-            tx.commit().await?;
+            // One statement with one parameter, whatever the batch's length: prepared once per
+            // connection, atomic on its own.
+            let rows = serde_json::to_string(&SqliteRows(records)).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+            inserted = sqlx::query(SQLITE_INSERT).bind(rows).execute(pool).await?.rows_affected();
         }
         Backend::Postgres(pool) => {
             if records.len() <= PG_ROWS_PER_STATEMENT {
@@ -94,6 +77,49 @@ pub async fn insert_batch(store: &Store, records: &[AuditRecord]) -> Result<u64,
         }
     }
     Ok(inserted)
+}
+
+/// The rows of [`SQLITE_INSERT`]'s one parameter.
+struct SqliteRows<'a>(&'a [AuditRecord]);
+
+impl serde::Serialize for SqliteRows<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(SqliteRow))
+    }
+}
+
+struct SqliteRow<'a>(&'a AuditRecord);
+
+impl serde::Serialize for SqliteRow<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple as _;
+        let r = self.0;
+        let mut row = s.serialize_tuple(18)?;
+        row.serialize_element(&r.id)?; // hyphenated, as serde writes a Uuid to text formats
+        row.serialize_element(&sqlite_time(r.time))?;
+        row.serialize_element(&opt_clean(&r.request_id))?;
+        row.serialize_element(&opt_clean(&r.session_id))?;
+        row.serialize_element(&opt_clean(&r.issuer))?;
+        row.serialize_element(&opt_clean(&r.subject))?;
+        row.serialize_element(&opt_clean(&r.client_id))?;
+        row.serialize_element(&opt_clean(&r.client_ip))?;
+        row.serialize_element(r.kind.as_str())?;
+        row.serialize_element(&opt_clean(&r.tool))?;
+        row.serialize_element(&opt_clean(&r.args_sha256))?;
+        // Stored as JSON text, as the column always held it.
+        row.serialize_element(&r.arguments.as_ref().map(Value::to_string))?;
+        row.serialize_element(r.outcome.as_str())?;
+        row.serialize_element(&opt_clean(&r.detail))?;
+        row.serialize_element(&r.duration_ms.map(to_i64))?;
+        row.serialize_element(&r.result_bytes.map(to_i64))?;
+        row.serialize_element(&clean(&r.replica_id))?;
+        row.serialize_element(&opt_clean(&r.trace_id))?;
+        row.end()
+    }
+}
+
+fn opt_clean(s: &Option<String>) -> Option<Cow<'_, str>> {
+    s.as_deref().map(clean)
 }
 
 /// One statement with one array per column: always the same 18 parameters, so it is prepared

@@ -5,19 +5,22 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-/// When `record()` may return.
+/// When `record()` may return, and so when the answer of an audited call may leave.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Durability {
-    /// As soon as the record is queued (or spooled when the queue is full). A `kill -9` loses
-    /// what is queued and not yet committed: about `min(flush_interval_ms, batch_size / rate)`
-    /// plus one write's worth of records (measured with the defaults: 15–111 ms at 2000/s),
-    /// at most `queue_capacity` when the database is slow.
+    /// The default: once the record is committed to the database (or, while the database is
+    /// away, appended to the fsynced spool). No acknowledged call loses its record, even to
+    /// `kill -9`. Concurrent callers share one statement and one commit (group commit: one
+    /// fsync per batch), so the cost per call falls as the load rises.
     #[default]
-    Batched,
-    /// Once the record is in the database or in the fsynced spool. Concurrent callers share
-    /// one transaction (group commit).
     Sync,
+    /// Opt-in, lossy: as soon as the record is queued (or spooled when the queue is full). A
+    /// `kill -9` loses what is queued and not yet committed: about
+    /// `min(flush_interval_ms, batch_size / rate)` plus one write's worth of records (measured
+    /// with the defaults: 15–111 ms at 2000/s), at most `queue_capacity` when the database is
+    /// slow.
+    Batched,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -54,7 +57,7 @@ impl Default for AuditSettings {
     fn default() -> Self {
         Self {
             enabled: true,
-            durability: Durability::Batched,
+            durability: Durability::Sync,
             queue_capacity: 8192,
             batch_size: 256,
             flush_interval_ms: 100,

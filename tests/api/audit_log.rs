@@ -98,7 +98,7 @@ async fn shutdown_flushes_everything_queued() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::connect(&sqlite_settings(dir.path())).await.expect("connect");
     // Records linger up to a minute in batched mode: only shutdown can have written them.
-    let settings = AuditSettings { flush_interval_ms: 60_000, batch_size: 3000, ..audit_settings() };
+    let settings = AuditSettings { durability: Durability::Batched, flush_interval_ms: 60_000, batch_size: 3000, ..audit_settings() };
     let log = AuditLog::start(&settings, store.clone()).expect("start");
     for i in 0..2000 {
         log.record(sample(i)).await;
@@ -122,7 +122,8 @@ async fn shutdown_flushes_everything_queued() {
 async fn queue_overflow_spills_to_the_spool_and_is_replayed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::connect(&sqlite_settings(dir.path())).await.expect("connect");
-    let settings = AuditSettings { queue_capacity: 4, batch_size: 4, ..audit_settings() };
+    // Batched: a sync caller waits for its record, so a sequence of them never fills the queue.
+    let settings = AuditSettings { durability: Durability::Batched, queue_capacity: 4, batch_size: 4, ..audit_settings() };
     let log = AuditLog::start(&settings, store.clone()).expect("start");
     const N: usize = 500;
     for i in 0..N {

@@ -12,6 +12,7 @@ mod common;
 mod admin_api;
 mod admission;
 mod audit_http;
+mod audit_kill9;
 mod audit_log;
 mod audit_outage;
 mod audit_record;

@@ -76,7 +76,7 @@ impl McpServer {
         let Some(audit) = &ctx.audit else { return };
         let name = params.get("name").and_then(Value::as_str).unwrap_or("");
         let arguments = params.get("arguments").unwrap_or(&Value::Null);
-        let size = answer.as_ref().ok().and_then(|v| serde_json::to_vec(v).ok()).map(|b| b.len() as u64);
+        let size = answer.as_ref().ok().map(encoded_len);
         // A call that became a task is recorded as the task's creation; its end gets its own.
         let kind = if report.task.is_some() { EventKind::TaskChange } else { EventKind::ToolCall };
         let mut record = AuditRecord::new(kind, report.outcome).with_tool(name, arguments).with_timing(elapsed, size);
@@ -260,4 +260,22 @@ impl McpServer {
 /// At most 128 characters of a client-supplied name, for logs.
 fn short(name: &str) -> &str {
     name.char_indices().nth(128).map_or(name, |(i, _)| &name[..i])
+}
+
+/// The length of `value`'s JSON encoding, counted without building it.
+fn encoded_len(value: &Value) -> u64 {
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail, and a `Value` always serializes.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
