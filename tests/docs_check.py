@@ -51,7 +51,7 @@ FILES = ["README.md"] + sorted(str(Path(p).relative_to(ROOT)) for p in glob.glob
 # A sh block is skipped whole when one of its commands matches one of these.
 SKIP_COMMANDS = [
     (r"^docker\b", "needs a Docker engine (there is none here); tests/deploy_check.sh checks the Dockerfile and compose file without one"),
-    (r"^kubectl\b", "needs a Kubernetes cluster; tests/deploy_check.sh validates the manifests against the Kubernetes schemas"),
+    (r"^kubectl\b", "needs a Kubernetes cluster; tests/deploy_check.sh validates the manifests and tests/helm_check.sh the chart's renders against the Kubernetes schemas"),
     (r"\bcurl\b.*https://", "talks to an identity provider or a public deployment over the internet (placeholder tenants and hosts; this check is loopback only)"),
     (r"^sqlite3 /var/lib/toolgate/", "the container volume's paths (/var/lib/toolgate, /backup), which exist only in the image's deployment"),
 ]

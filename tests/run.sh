@@ -47,6 +47,8 @@ else
   tests/deploy_check.sh
   step "tests/openapi_check.sh (admin API description)"
   tests/openapi_check.sh
+  step "tests/helm_check.sh (the Helm chart: lint, render, validate, compare with deploy/k8s)"
+  tests/helm_check.sh
   # Fuzzing (fuzz/README.md): every target for a short run, failing on any crash. The build is
   # kept between runs on this machine (a cold one takes about 10 minutes on 2 cores).
   step "fuzz/run.sh ${FUZZ_SECONDS:-15} (cargo fuzz: every target, a short run each)"
@@ -58,7 +60,7 @@ else
   # Every command and snippet of README.md and the deploy/ guides, as written, on a fresh data
   # directory (the README's release build, servers on 127.0.0.1:8080/8081/9000, the clients above)
   step "tests/docs_check.sh (README and deploy/ guides, run as written)"
-  DOCS_CHECK_ALREADY_RUN=tests/deploy_check.sh tests/docs_check.sh
+  DOCS_CHECK_ALREADY_RUN=tests/deploy_check.sh,tests/helm_check.sh tests/docs_check.sh
   step "tests/cluster/topology.sh (3 replicas behind nginx, Postgres, Redis: sessions, list_changed, quotas, kill -9)"
   tests/cluster/topology.sh
   # The benchmark's smoke test: every step of benches/run.sh at tiny sizes, with toolgate and two
