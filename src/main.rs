@@ -199,9 +199,11 @@ async fn run(command: Command) -> anyhow::Result<()> {
         Command::CheckConfig { config } => {
             let settings = config.load()?;
             toolgate::transport::check_settings(&settings).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let layers = toolgate::config::effective::Layers::read(config.config.as_deref())?;
+            let report = toolgate::config::effective::report(&settings, &layers)?;
             // A closed pipe (`check-config | head`) is not an error worth a panic.
             use std::io::Write as _;
-            let _ = writeln!(std::io::stdout(), "{settings:#?}");
+            let _ = write!(std::io::stdout(), "{report}");
             Ok(())
         }
         Command::DevToken { config, scope, subject, ttl_secs } => {

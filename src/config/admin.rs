@@ -2,10 +2,10 @@
 
 use std::net::SocketAddr;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The admin listener: the admin API and Prometheus metrics.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AdminSettings {
     /// Serve the admin listener (admin API and Prometheus `/metrics`) at all.

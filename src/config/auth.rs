@@ -3,12 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::Secret;
 
 /// How requests are authenticated.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum AuthMode {
     /// No authentication: only by explicit choice (the conformance configuration uses it).
@@ -21,7 +21,7 @@ pub enum AuthMode {
     Dev,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthSettings {
     pub mode: AuthMode,
@@ -137,7 +137,7 @@ fn default_leeway() -> u64 {
 }
 
 /// One trusted token issuer (`[[auth.issuers]]`).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct IssuerSettings {
     /// The exact `iss` value of its tokens (and, without `jwks_uri`, the URL its metadata is
@@ -165,7 +165,7 @@ pub struct IssuerSettings {
 }
 
 /// `[auth.introspection]`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct IntrospectionSettings {
     /// The authorization server's introspection endpoint (https; http only on loopback).
@@ -189,7 +189,7 @@ pub struct IntrospectionSettings {
     pub cache_capacity: u64,
 }
 
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ClientAuth {
     #[default]

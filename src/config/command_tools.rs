@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Server-wide `[tools.command]`: operator-controlled, so a definition (which the admin API may
 /// write) cannot widen it.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CommandToolSettings {
     /// Programs (absolute paths) command tools may run; empty allows any.

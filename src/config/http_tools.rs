@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// `[tools.http]` server settings: what every `http` tool may reach and how it connects.
 /// Operator-controlled, so a definition (which the admin API may write) cannot widen them.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpToolSettings {
     /// Hosts (a name or an IP literal, exact and case-insensitive) exempt from the

@@ -6,13 +6,13 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use governor::Quota;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::Secret;
 
 /// Rate limits. Per-client limits are keyed on the authenticated principal (issuer, subject,
 /// client id), or on the client IP when authentication is off; never on a session.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitSettings {
     /// Off: every check passes (for deployments whose gateway already limits).
@@ -49,7 +49,7 @@ pub struct LimitSettings {
 }
 
 /// `limits.backend`.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// Per replica: with N replicas a client gets up to N times each limit.
@@ -60,7 +60,7 @@ pub enum Backend {
 }
 
 /// `limits.redis.on_error`: what a check does when Redis fails or is too slow to answer.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum OnError {
     /// Admit what the local (per-replica) limits admit: a client may get up to N times its
@@ -72,7 +72,7 @@ pub enum OnError {
 }
 
 /// `[limits.redis]`: the shared store of `backend = "redis"`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisSettings {
     /// `redis://[user:password@]host:port[/db]`, `rediss://` for TLS. A secret: it may carry
@@ -170,7 +170,7 @@ impl Default for LimitSettings {
 }
 
 /// `[limits.tools.<name>]`: a tool's own rate (both fields or neither) and its cost.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolLimit {
     /// Sustained cost units per client per minute for this tool alone. Unset: the tool spends

@@ -6,12 +6,13 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 pub mod admin;
 pub mod audit;
 pub mod auth;
 pub mod command_tools;
+pub mod effective;
 mod explain;
 pub mod http_tools;
 pub mod limits;
@@ -22,7 +23,7 @@ pub mod upstreams;
 
 pub use secret::Secret;
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     pub server: ServerSettings,
@@ -40,7 +41,7 @@ pub struct Settings {
     pub upstreams: std::collections::BTreeMap<String, upstreams::UpstreamSettings>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerSettings {
     /// Address of the public listener.
@@ -110,7 +111,7 @@ impl Default for ServerSettings {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SessionSettings {
     /// A legacy session unused for this long is ended (its id then gets 404).
@@ -135,7 +136,7 @@ impl Default for SessionSettings {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SseSettings {
     /// Interval of `: keep-alive` comments; keep it below every proxy idle timeout.
@@ -158,7 +159,7 @@ impl Default for SseSettings {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolSettings {
     /// Built-in tool packs.
@@ -206,7 +207,7 @@ impl Default for ToolSettings {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PackSettings {
     pub examples: bool,
@@ -223,7 +224,7 @@ impl Default for PackSettings {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogSettings {
     /// `pretty` for people, `json` for log pipelines.
@@ -241,7 +242,7 @@ impl Default for LogSettings {
 }
 
 /// `[log.otlp]`: where traces go. Unset endpoint: no export.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OtlpSettings {
     /// The collector's OTLP/HTTP base URL, e.g. `http://otel-collector:4318` (`/v1/traces` is
@@ -259,7 +260,7 @@ impl Default for OtlpSettings {
     }
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     Pretty,
@@ -278,6 +279,25 @@ pub enum ConfigError {
     InvalidAt { key: String, reason: String },
 }
 
+/// The `TOOLGATE__SECTION__KEY` variables as a settings source.
+pub(crate) fn env_source() -> config::Environment {
+    config::Environment::with_prefix("TOOLGATE")
+        .prefix_separator("__")
+        .separator("__")
+        .try_parsing(true)
+        .list_separator(",")
+        .with_list_parse_key("server.allowed_hosts")
+        .with_list_parse_key("server.allowed_origins")
+        .with_list_parse_key("server.trusted_proxies")
+        .with_list_parse_key("auth.authorization_servers")
+        .with_list_parse_key("auth.required_scopes")
+        .with_list_parse_key("audit.redact_fields")
+        .with_list_parse_key("tools.http.allow_hosts")
+        .with_list_parse_key("tools.http.secret_env")
+        .with_list_parse_key("tools.http.secret_dirs")
+        .with_list_parse_key("tools.command.allowed_programs")
+}
+
 impl Settings {
     /// Defaults, then the file (when given), then `TOOLGATE__SECTION__KEY` variables.
     pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
@@ -285,22 +305,7 @@ impl Settings {
         if let Some(path) = file {
             builder = builder.add_source(config::File::from(path).required(true));
         }
-        let env = config::Environment::with_prefix("TOOLGATE")
-            .prefix_separator("__")
-            .separator("__")
-            .try_parsing(true)
-            .list_separator(",")
-            .with_list_parse_key("server.allowed_hosts")
-            .with_list_parse_key("server.allowed_origins")
-            .with_list_parse_key("server.trusted_proxies")
-            .with_list_parse_key("auth.authorization_servers")
-            .with_list_parse_key("auth.required_scopes")
-            .with_list_parse_key("audit.redact_fields")
-            .with_list_parse_key("tools.http.allow_hosts")
-            .with_list_parse_key("tools.http.secret_env")
-            .with_list_parse_key("tools.http.secret_dirs")
-            .with_list_parse_key("tools.command.allowed_programs");
-        let built = builder.add_source(env).build().map_err(explain::explain)?;
+        let built = builder.add_source(env_source()).build().map_err(explain::explain)?;
         let settings: Self = built.try_deserialize().map_err(explain::explain)?;
         settings.validate()?;
         Ok(settings)

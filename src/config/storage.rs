@@ -3,14 +3,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::Secret;
 
 /// File name of the default SQLite database inside `storage.data_dir`.
 pub const DEFAULT_SQLITE_FILE: &str = "toolgate.db";
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StorageSettings {
     /// `sqlite:<path>` or `postgres://user:password@host/db` (`postgresql://` too). Unset:

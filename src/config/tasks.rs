@@ -1,8 +1,8 @@
 //! `[tasks]`: long-running tool calls kept in the database as tasks (both protocol eras).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TaskSettings {
     /// Offer tasks (the `tasks` capability in 2025-11-25, the tasks extension in 2026-07-28).

@@ -16,10 +16,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// One upstream MCP server.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamSettings {
     /// A server started as a child process, speaking MCP over its stdin and stdout.
@@ -88,7 +88,7 @@ pub struct UpstreamSettings {
 }
 
 /// `oauth = { … }`: how toolgate gets tokens for an upstream from an authorization server.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthSettings {
     /// `client_credentials`: every call as toolgate itself. `token_exchange`: every call as its
@@ -111,14 +111,14 @@ pub struct OAuthSettings {
     pub discovery: Discovery,
 }
 
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Grant {
     ClientCredentials,
     TokenExchange,
 }
 
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Discovery {
     #[default]
@@ -138,7 +138,7 @@ fn default_connect_timeout_ms() -> u64 {
     10_000
 }
 
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum HttpTransport {
     #[default]
@@ -148,7 +148,7 @@ pub enum HttpTransport {
 }
 
 /// `protocol = …`: how the revision an upstream speaks is chosen.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
 pub enum UpstreamProtocol {
     #[default]
     #[serde(rename = "auto")]
@@ -161,7 +161,7 @@ pub enum UpstreamProtocol {
 
 /// `stdio = { … }`: the same rules as a `command` tool's program (no shell, an empty
 /// environment but for the allow-list, its own process group).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StdioSettings {
     /// An absolute path, or a bare name looked up on the server's `PATH`; checked against
@@ -179,7 +179,7 @@ pub struct StdioSettings {
 }
 
 /// Where a header's value comes from.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct HeaderSource {
     /// An environment variable of the server holding the whole value.
@@ -192,7 +192,7 @@ pub struct HeaderSource {
 }
 
 /// Changes to one upstream tool as served here.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolOverride {
     /// The whole name served (no prefix is added).

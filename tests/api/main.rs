@@ -22,6 +22,7 @@ mod auth_introspection;
 mod auth_jwt;
 mod bearer_gate;
 mod caps_http;
+mod check_config;
 mod client_ip_http;
 mod cluster_pg;
 mod connections;
