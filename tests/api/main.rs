@@ -25,6 +25,7 @@ mod caps_http;
 mod check_config;
 mod client_ip_http;
 mod cluster_pg;
+mod command_progress;
 mod connections;
 mod execution;
 mod front_door;

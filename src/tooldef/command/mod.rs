@@ -29,9 +29,14 @@
 //!   the tool is built; templates may only name properties the input schema declares.
 //! - Output is captured with a byte cap per stream; a timeout, a cancellation or a dropped call
 //!   stops the whole process group (`command/process.rs` says how).
+//!
+//! A program reports progress with lines `toolgate:progress 3/10 copying` on its stderr
+//! (`command/progress.rs`): they reach a caller that asked for progress and leave the stderr the
+//! result shows.
 
 mod process;
 mod program;
+mod progress;
 
 // The same process rules for upstream MCP servers over stdio (`src/upstream/stdio.rs`).
 pub(crate) use process::ProcessGroup;
@@ -191,7 +196,15 @@ impl CommandTool {
 
     /// Runs the command for one call.
     pub async fn call(&self, ctx: &ToolContext, format: ResponseFormat) -> Result<CallToolResult, ToolError> {
-        self.run(ctx.arguments(), ctx.cancellation(), format).await
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<progress::Progress>(progress::QUEUE);
+        // The forwarder ends when the run does (it drops the sender).
+        let forward = async {
+            while let Some(p) = rx.recv().await {
+                ctx.progress(p.progress, p.total, p.message.as_deref()).await;
+            }
+        };
+        let (result, ()) = tokio::join!(self.run_reporting(ctx.arguments(), ctx.cancellation(), format, tx), forward);
+        result
     }
 
     /// Runs the command with validated `arguments` until it ends or `cancel` fires. Dropping
@@ -201,6 +214,17 @@ impl CommandTool {
         arguments: &Map<String, Value>,
         cancel: &CancellationToken,
         format: ResponseFormat,
+    ) -> Result<CallToolResult, ToolError> {
+        // Nobody listens: progress lines are still taken out of stderr.
+        self.run_reporting(arguments, cancel, format, tokio::sync::mpsc::channel(1).0).await
+    }
+
+    async fn run_reporting(
+        &self,
+        arguments: &Map<String, Value>,
+        cancel: &CancellationToken,
+        format: ResponseFormat,
+        progress: tokio::sync::mpsc::Sender<progress::Progress>,
     ) -> Result<CallToolResult, ToolError> {
         if cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
@@ -223,6 +247,7 @@ impl CommandTool {
             stdin,
             max_output_bytes: self.max_output_bytes,
             kill_grace: self.kill_grace,
+            progress,
         };
         let finished = match process::run(launch, cancel).await {
             Ok(finished) => finished,

@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+use super::progress::{Filter, Progress};
 
 /// Bytes kept from the end of a stream beyond its cap (for the stderr tail of a failure).
 pub(super) const TAIL_BYTES: usize = 2048;
@@ -34,6 +37,8 @@ pub(super) struct Launch<'a> {
     pub stdin: Option<Vec<u8>>,
     pub max_output_bytes: usize,
     pub kill_grace: Duration,
+    /// Where the progress lines of stderr go ([`super::progress`]).
+    pub progress: mpsc::Sender<Progress>,
 }
 
 /// A command that ran to its end.
@@ -77,7 +82,13 @@ pub(super) async fn run(launch: Launch<'_>, cancel: &CancellationToken) -> Resul
 
     let ended = {
         let io = async {
-            tokio::join!(read_into(stdout, &mut out), read_into(stderr, &mut err), feed(stdin, launch.stdin));
+            let mut progress = Filter::new(launch.progress);
+            tokio::join!(
+                read_into(stdout, |chunk| out.push(chunk)),
+                read_into(stderr, |chunk| progress.push(chunk, &mut err)),
+                feed(stdin, launch.stdin)
+            );
+            progress.finish(&mut err);
         };
         let work = async {
             tokio::pin!(io);
@@ -105,13 +116,13 @@ pub(super) async fn run(launch: Launch<'_>, cancel: &CancellationToken) -> Resul
     Ok(Finished { status: status.map_err(RunError::Wait)?, stdout: out, stderr: err, elapsed: started.elapsed() })
 }
 
-async fn read_into(reader: Option<impl AsyncRead + Unpin>, capture: &mut Capture) {
+async fn read_into(reader: Option<impl AsyncRead + Unpin>, mut take: impl FnMut(&[u8])) {
     let Some(mut reader) = reader else { return };
     let mut buf = vec![0; 16 * 1024];
     loop {
         match reader.read(&mut buf).await {
             Ok(0) => return,
-            Ok(n) => capture.push(&buf[..n]),
+            Ok(n) => take(&buf[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => {
                 tracing::debug!(error = %e, "reading command output failed");
