@@ -14,6 +14,8 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
+mod nodelay;
+
 pub use crate::config::storage::{BackendKind, DEFAULT_SQLITE_FILE, StorageSettings};
 
 /// Runs `$body` with `$pool` bound to whichever pool the store has: for statements whose one
@@ -175,12 +177,22 @@ async fn connect_sqlite(url: &str, settings: &StorageSettings) -> Result<SqliteP
 async fn connect_postgres(url: &str, settings: &StorageSettings) -> Result<PgPool, StoreError> {
     let connect = |source| StoreError::Connect { backend: "postgres", target: where_is(url), source };
     let options = PgConnectOptions::from_str(url).map_err(connect)?.application_name("toolgate");
+    // Over TCP (not a Unix socket), each new connection gets TCP_NODELAY (`nodelay`'s docs).
+    let tcp_port = options.get_socket().is_none().then(|| options.get_port());
     PgPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout())
         // A connection that died while idle (database restart, proxy cut) is found and replaced
         // at checkout instead of failing the next query.
         .test_before_acquire(true)
+        .after_connect(move |_, _| {
+            Box::pin(async move {
+                if let Some(port) = tcp_port {
+                    nodelay::after_connect(port);
+                }
+                Ok(())
+            })
+        })
         .connect_with(options)
         .await
         .map_err(connect)
