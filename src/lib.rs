@@ -30,3 +30,4 @@ pub mod tool;
 pub mod tooldef;
 pub mod transport;
 pub mod upstream;
+pub mod yaml;

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+mod cli;
+
 /// mimalloc instead of the system allocator: measured ~20% of the request path in glibc
 /// malloc/free under load (see ARCHITECTURE.md). The `system-alloc` feature keeps the system
 /// allocator, for heap profilers (valgrind's dhat and massif, heaptrack) that only see malloc.
@@ -24,6 +26,7 @@ use toolgate::config::Settings;
   toolgate dev-token                              a token for the dev-mode server (scope mcp:tools, 1 h)
   toolgate check-config -c prod.toml              check a settings file and print what it sets
   toolgate tools validate deploy/tools            check tool definitions, every problem listed
+  toolgate tools import openapi api.yaml --out tools.toml   http tools from an OpenAPI 3 document
 
 Every setting can come from the environment: TOOLGATE__SECTION__KEY (TOOLGATE__AUTH__MODE=jwt)."
 )]
@@ -78,7 +81,7 @@ enum Command {
         #[command(flatten)]
         config: ConfigArg,
         #[command(subcommand)]
-        command: ToolsCommand,
+        command: cli::tools::ToolsCommand,
     },
     /// Read or prune the audit log.
     Audit {
@@ -92,9 +95,9 @@ enum Command {
 /// `--config`, the same on every command.
 #[derive(Debug, clap::Args)]
 struct ConfigArg {
-    /// A TOML settings file (deploy/config/toolgate.example.toml lists every setting). Each
-    /// setting can also come from the environment as TOOLGATE__SECTION__KEY, which wins over
-    /// the file.
+    /// A TOML or YAML (*.yaml, *.yml) settings file (deploy/config/toolgate.example.toml lists
+    /// every setting). Each setting can also come from the environment as
+    /// TOOLGATE__SECTION__KEY, which wins over the file.
     #[arg(long, short, env = "TOOLGATE_CONFIG", global = true, value_name = "FILE")]
     config: Option<PathBuf>,
 }
@@ -103,22 +106,6 @@ impl ConfigArg {
     fn load(&self) -> anyhow::Result<Settings> {
         Ok(Settings::load(self.config.as_deref())?)
     }
-}
-
-#[derive(Debug, Subcommand)]
-enum ToolsCommand {
-    /// Check a tools file (or a directory of them) completely, as a reload would; exit 1 with
-    /// every problem (file, tool, field) when it is invalid.
-    Validate {
-        /// The tools file or directory; default `tools.path` from the settings.
-        file: Option<PathBuf>,
-    },
-    /// List every tool the server would serve: built-in packs, the tools file and the database.
-    List {
-        /// One JSON object per line instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -241,7 +228,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Tools { config, command } => {
             let settings = config.load()?;
-            tools_command(settings, command).await
+            cli::tools::run(settings, command).await
         }
         Command::Healthcheck { config } => {
             let settings = config.load()?;
@@ -291,96 +278,6 @@ async fn audit_command(settings: &Settings, store: &toolgate::store::Store, comm
         }
     }
     Ok(())
-}
-
-/// The tools the enabled packs serve: name and description.
-fn code_tools(settings: &Settings) -> anyhow::Result<Vec<(String, String)>> {
-    let server =
-        toolgate::server::McpServer::new(std::sync::Arc::new(settings.clone()), std::sync::Arc::new(toolgate::bus::LocalBus::default()));
-    toolgate::packs::install(&server, &settings.tools).map_err(anyhow::Error::msg)?;
-    Ok(server.tools.snapshot().iter().map(|t| (t.name().to_owned(), t.tool.descriptor().description.clone())).collect())
-}
-
-async fn tools_command(settings: Settings, command: ToolsCommand) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    use toolgate::tool::Origin;
-    use toolgate::tooldef::{RawDef, compile, compile_all, read_path};
-    let mut out = std::io::stdout().lock();
-    match command {
-        ToolsCommand::Validate { file } => {
-            let path = file.or_else(|| settings.tools.path.clone()).ok_or_else(|| anyhow::anyhow!("give a file, or set tools.path"))?;
-            let raws = read_path(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
-            for warning in toolgate::tooldef::warnings(&raws) {
-                eprintln!("warning: {warning}");
-            }
-            let compiled = compile_all(&raws, &settings, Origin::File, &path.display().to_string())
-                .map_err(|e| anyhow::anyhow!("invalid tool definitions:\n{e}"))?;
-            // A name a built-in pack already serves would make the server refuse the file.
-            let packs = code_tools(&settings)?;
-            let taken: Vec<&str> = compiled.iter().map(|c| c.name.as_str()).filter(|n| packs.iter().any(|(name, _)| name == n)).collect();
-            anyhow::ensure!(
-                taken.is_empty(),
-                "{}: {} already served by a built-in pack; rename the definition or switch the pack off ([tools.packs])",
-                path.display(),
-                taken.join(", ")
-            );
-            let names: Vec<&str> = compiled.iter().map(|c| c.name.as_str()).collect();
-            let _ = writeln!(out, "{}: {} valid tool definitions: {}", path.display(), compiled.len(), names.join(", "));
-            Ok(())
-        }
-        ToolsCommand::List { json } => {
-            // (name, origin, kind, enabled, description)
-            let mut rows: Vec<(String, &str, String, bool, String)> = Vec::new();
-            for (name, description) in code_tools(&settings)? {
-                rows.push((name, Origin::Code.as_str(), "code".into(), true, description));
-            }
-            let mut add = |c: toolgate::tooldef::Compiled, origin: Origin, description: String| {
-                rows.push((c.name, origin.as_str(), c.kind.as_str().to_owned(), c.enabled, description));
-            };
-            let describe = |raw: &RawDef| raw.value.get("description").and_then(serde_json::Value::as_str).unwrap_or("").to_owned();
-            if let Some(path) = &settings.tools.path {
-                let raws = read_path(path).map_err(|e| anyhow::anyhow!("{e}"))?;
-                let compiled = compile_all(&raws, &settings, Origin::File, &path.display().to_string())
-                    .map_err(|e| anyhow::anyhow!("invalid tool definitions:\n{e}"))?;
-                for (c, raw) in compiled.into_iter().zip(&raws) {
-                    add(c, Origin::File, describe(raw));
-                }
-            }
-            let store = toolgate::store::Store::connect(&settings.storage).await?;
-            let stored = toolgate::tooldef::db::load_all(&store).await;
-            store.close().await;
-            for row in stored? {
-                let raw = RawDef { value: row.definition, source: "database".into(), base_dir: PathBuf::from(".") };
-                match compile(&raw, &settings, Origin::Database) {
-                    Ok(mut c) => {
-                        c.enabled = row.enabled;
-                        let d = describe(&raw);
-                        add(c, Origin::Database, d);
-                    }
-                    Err(errors) => eprintln!(
-                        "stored tool {:?} is invalid: {}",
-                        row.name,
-                        errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
-                    ),
-                }
-            }
-            rows.sort_by(|a, b| a.0.cmp(&b.0));
-            if json {
-                for (name, origin, kind, enabled, description) in rows {
-                    let line =
-                        serde_json::json!({"name": name, "origin": origin, "kind": kind, "enabled": enabled, "description": description});
-                    let _ = writeln!(out, "{line}");
-                }
-            } else {
-                let _ = writeln!(out, "{:<32} {:<9} {:<8} {:<8} DESCRIPTION", "NAME", "ORIGIN", "KIND", "ENABLED");
-                for (name, origin, kind, enabled, description) in rows {
-                    let short: String = description.chars().take(60).collect();
-                    let _ = writeln!(out, "{name:<32} {origin:<9} {kind:<8} {:<8} {short}", if enabled { "yes" } else { "no" });
-                }
-            }
-            Ok(())
-        }
-    }
 }
 
 /// A minimal HTTP/1.1 GET of /healthz. Hand-written on purpose: the binary has no HTTP client

@@ -27,7 +27,7 @@ impl Layers {
     pub fn read(file: Option<&Path>) -> Result<Self, ConfigError> {
         let file = match file {
             Some(path) => {
-                let layer = config::Config::builder().add_source(config::File::from(path)).build().map_err(explain::explain)?;
+                let layer = config::Config::builder().add_source(super::file_source(path)).build().map_err(explain::explain)?;
                 Some((layer, path.display().to_string()))
             }
             None => None,

@@ -1,4 +1,4 @@
-//! Settings: defaults that run with no file, an optional TOML file, and environment
+//! Settings: defaults that run with no file, an optional TOML or YAML file, and environment
 //! variables `TOOLGATE__SECTION__KEY` on top. Validated once at start-up so a bad setting
 //! stops the process with a message instead of misbehaving later.
 
@@ -176,8 +176,8 @@ pub struct ToolSettings {
     pub max_queued_calls: usize,
     /// Characters of text a tool result may carry unless the tool sets its own limit.
     pub default_char_limit: usize,
-    /// Declarative tool definitions: a TOML or JSON file, or a directory of them (`*.toml`,
-    /// `*.json`). Watched and re-read on change and on SIGHUP.
+    /// Declarative tool definitions: a TOML, YAML or JSON file, or a directory of them
+    /// (`*.toml`, `*.yaml`, `*.yml`, `*.json`). Watched and re-read on change and on SIGHUP.
     pub path: Option<PathBuf>,
     /// Watch `path` for changes (SIGHUP reloads either way).
     pub watch: bool,
@@ -279,6 +279,17 @@ pub enum ConfigError {
     InvalidAt { key: String, reason: String },
 }
 
+/// A settings file as a source: `*.yaml`/`*.yml` is YAML ([`YamlFile`]), anything else TOML.
+/// Every reader of the settings file goes through here, so all of them accept the same files.
+/// (A list of one, since `config` takes a list of boxed sources but not one alone.)
+pub(crate) fn file_source(path: &Path) -> Vec<Box<dyn config::Source + Send + Sync>> {
+    if YamlFile::is_yaml(path) {
+        vec![Box::new(YamlFile(path.to_owned()))]
+    } else {
+        vec![Box::new(config::File::from(path).format(config::FileFormat::Toml).required(true))]
+    }
+}
+
 /// The `TOOLGATE__SECTION__KEY` variables as a settings source.
 pub(crate) fn env_source() -> config::Environment {
     config::Environment::with_prefix("TOOLGATE")
@@ -299,11 +310,12 @@ pub(crate) fn env_source() -> config::Environment {
 }
 
 impl Settings {
-    /// Defaults, then the file (when given), then `TOOLGATE__SECTION__KEY` variables.
+    /// Defaults, then the file (when given: `*.yaml`/`*.yml` is YAML, anything else TOML),
+    /// then `TOOLGATE__SECTION__KEY` variables.
     pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
         let mut builder = config::Config::builder();
         if let Some(path) = file {
-            builder = builder.add_source(config::File::from(path).required(true));
+            builder = builder.add_source(file_source(path));
         }
         let built = builder.add_source(env_source()).build().map_err(explain::explain)?;
         let settings: Self = built.try_deserialize().map_err(explain::explain)?;
@@ -409,6 +421,56 @@ impl Settings {
 
     pub fn body_read_timeout(&self) -> Duration {
         Duration::from_millis(self.server.body_read_timeout_ms)
+    }
+}
+
+/// A YAML settings file, read by the same parser (and budget) as YAML tools files rather than
+/// the `config` crate's own YAML support, so the product has one YAML dialect and one set of
+/// error messages (line, column and the line itself). Keys and values reach the settings
+/// exactly as a TOML file's would: unknown keys are refused the same way.
+#[derive(Clone, Debug)]
+struct YamlFile(PathBuf);
+
+impl YamlFile {
+    fn is_yaml(path: &Path) -> bool {
+        matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+    }
+
+    fn convert(origin: &String, value: serde_json::Value) -> config::Value {
+        use config::ValueKind;
+        use serde_json::Value as J;
+        let kind = match value {
+            J::Null => ValueKind::Nil,
+            J::Bool(b) => ValueKind::Boolean(b),
+            J::Number(n) => match (n.as_i64(), n.as_u64()) {
+                (Some(i), _) => ValueKind::I64(i),
+                (None, Some(u)) => ValueKind::U64(u),
+                _ => ValueKind::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            J::String(s) => ValueKind::String(s),
+            J::Array(items) => ValueKind::Array(items.into_iter().map(|v| Self::convert(origin, v)).collect()),
+            J::Object(map) => ValueKind::Table(map.into_iter().map(|(k, v)| (k, Self::convert(origin, v))).collect()),
+        };
+        config::Value::new(Some(origin), kind)
+    }
+}
+
+impl config::Source for YamlFile {
+    fn clone_into_box(&self) -> Box<dyn config::Source + Send + Sync> {
+        Box::new(self.clone())
+    }
+
+    fn collect(&self) -> Result<config::Map<String, config::Value>, config::ConfigError> {
+        let uri = self.0.display().to_string();
+        let text = std::fs::read_to_string(&self.0).map_err(|e| config::ConfigError::Foreign(format!("cannot read {uri}: {e}").into()))?;
+        let parse_error =
+            |cause: String| config::ConfigError::FileParse { uri: Some(uri.clone()), cause: format!("invalid YAML: {cause}").into() };
+        match crate::yaml::from_str(&text, crate::yaml::Budget::Definitions, &uri).map_err(parse_error)? {
+            serde_json::Value::Object(map) => Ok(map.into_iter().map(|(k, v)| (k, Self::convert(&uri, v))).collect()),
+            // Empty, or only comments: nothing set, as with an empty TOML file.
+            serde_json::Value::Null => Ok(config::Map::new()),
+            _ => Err(parse_error("the settings file must be a mapping of sections (`server:`, `auth:`, ...)".into())),
+        }
     }
 }
 

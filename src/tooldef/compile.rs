@@ -1,4 +1,4 @@
-//! Parsing definitions (TOML or JSON, a file or a directory of them) and compiling each into
+//! Parsing definitions (TOML, YAML or JSON, a file or a directory of them) and compiling each into
 //! a [`Tool`]. Every problem of every tool is collected before anything is refused, so one
 //! reload reports all of them at once.
 
@@ -37,8 +37,41 @@ impl RawDef {
     }
 }
 
-/// Reads a tools file (`.toml` or `.json`) or every such file in a directory (sorted by name,
-/// hidden files skipped). Only the syntax is checked here; [`compile_all`] checks the rest.
+/// The formats a tools file may be written in, told apart by the file's extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `*.toml`: `[[tools]]` tables.
+    Toml,
+    /// `*.json`: `{"tools": [...]}`.
+    Json,
+    /// `*.yaml` or `*.yml`: `tools:` and a list.
+    Yaml,
+}
+
+impl Format {
+    /// The format of a file named `path`, if it is a tools file's.
+    pub fn of(path: &Path) -> Option<Self> {
+        match path.extension().and_then(|e| e.to_str())? {
+            "toml" => Some(Self::Toml),
+            "json" => Some(Self::Json),
+            "yaml" | "yml" => Some(Self::Yaml),
+            _ => None,
+        }
+    }
+
+    /// How a `tools` list is written in this format, for messages.
+    fn list_hint(self) -> &'static str {
+        match self {
+            Self::Toml => "`[[tools]]` tables in TOML",
+            Self::Json => "`\"tools\": [...]` in JSON",
+            Self::Yaml => "`tools:` followed by `- name: ...` items in YAML",
+        }
+    }
+}
+
+/// Reads a tools file (`.toml`, `.yaml`/`.yml` or `.json`) or every such file in a directory
+/// (sorted by name, hidden files skipped). Only the syntax is checked here; [`compile_all`]
+/// checks the rest.
 pub fn read_path(path: &Path) -> Result<Vec<RawDef>, DefinitionErrors> {
     let shown = path.display().to_string();
     let meta = std::fs::metadata(path).map_err(|e| DefinitionErrors::general(&shown, format!("cannot read: {e}")))?;
@@ -59,32 +92,46 @@ pub fn read_path(path: &Path) -> Result<Vec<RawDef>, DefinitionErrors> {
     Ok(all)
 }
 
-/// Whether a directory entry is a tools file: `*.toml` or `*.json`, not hidden (editors'
-/// swap files and Kubernetes' `..data` links are skipped).
+/// Whether a directory entry is a tools file: `*.toml`, `*.yaml`, `*.yml` or `*.json`, not
+/// hidden (editors' swap files and Kubernetes' `..data` links are skipped).
 pub fn is_definition_file(path: &Path) -> bool {
     let hidden = path.file_name().and_then(|n| n.to_str()).is_none_or(|n| n.starts_with('.'));
-    let ext = path.extension().and_then(|e| e.to_str());
-    !hidden && matches!(ext, Some("toml" | "json")) && path.is_file()
+    !hidden && Format::of(path).is_some() && path.is_file()
 }
 
 fn read_file(path: &Path) -> Result<Vec<RawDef>, DefinitionErrors> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| DefinitionErrors::general(&shown, format!("cannot read: {e}")))?;
     let base_dir = path.parent().map(Path::to_owned).unwrap_or_default();
-    parse_text(&text, path.extension().and_then(|e| e.to_str()) == Some("json"), &shown, &base_dir)
+    // A file named explicitly with another extension is read as TOML, as it always was.
+    parse_text_as(&text, Format::of(path).unwrap_or(Format::Toml), &shown, &base_dir)
 }
 
 /// Parses the text of a tools file: `[[tools]]` tables (TOML) or `{"tools": [...]}` (JSON).
 pub fn parse_text(text: &str, json: bool, source: &str, base_dir: &Path) -> Result<Vec<RawDef>, DefinitionErrors> {
-    let root: Value = if json {
-        serde_json::from_str(text).map_err(|e| DefinitionErrors::general(source, format!("invalid JSON: {e}")))?
-    } else {
+    parse_text_as(text, if json { Format::Json } else { Format::Toml }, source, base_dir)
+}
+
+/// Parses the text of a tools file written in `format`. Syntax errors name the line and
+/// column; the definitions themselves are checked by [`compile_all`], the same for every format.
+pub fn parse_text_as(text: &str, format: Format, source: &str, base_dir: &Path) -> Result<Vec<RawDef>, DefinitionErrors> {
+    let root: Value = match format {
+        Format::Json => serde_json::from_str(text).map_err(|e| DefinitionErrors::general(source, format!("invalid JSON: {e}")))?,
         // TOML errors carry the line, column and a caret under the problem.
-        toml::from_str(text).map_err(|e| DefinitionErrors::general(source, format!("invalid TOML: {}", e.to_string().trim_end())))?
+        Format::Toml => {
+            toml::from_str(text).map_err(|e| DefinitionErrors::general(source, format!("invalid TOML: {}", e.to_string().trim_end())))?
+        }
+        // So do YAML's (`serde-saphyr`), which also refuse alias bombs and deep nesting.
+        Format::Yaml => crate::yaml::from_str(text, crate::yaml::Budget::Definitions, source)
+            .map_err(|e| DefinitionErrors::general(source, format!("invalid YAML: {e}")))?,
     };
-    let Value::Object(mut root) = root else {
-        return Err(DefinitionErrors::general(source, "the file must hold a `tools` list"));
+    let root = match root {
+        Value::Object(root) => root,
+        // An empty YAML file (or one holding only comments) has no tools, like an empty TOML file.
+        Value::Null if format == Format::Yaml => serde_json::Map::new(),
+        _ => return Err(DefinitionErrors::general(source, format!("the file must hold a `tools` list: {}", format.list_hint()))),
     };
+    let mut root = root;
     if let Some(other) = root.keys().find(|k| *k != "tools") {
         return Err(DefinitionErrors::general(
             source,
@@ -94,7 +141,7 @@ pub fn parse_text(text: &str, json: bool, source: &str, base_dir: &Path) -> Resu
     let tools = match root.remove("tools") {
         None => Vec::new(),
         Some(Value::Array(tools)) => tools,
-        Some(_) => return Err(DefinitionErrors::general(source, "`tools` must be a list: `[[tools]]` tables in TOML")),
+        Some(_) => return Err(DefinitionErrors::general(source, format!("`tools` must be a list: {}", format.list_hint()))),
     };
     Ok(tools.into_iter().map(|value| RawDef { value, source: source.to_owned(), base_dir: base_dir.to_owned() }).collect())
 }

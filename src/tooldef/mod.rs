@@ -14,6 +14,7 @@ pub mod db;
 pub mod error;
 pub mod http;
 mod model;
+pub mod openapi;
 mod sources;
 mod warnings;
 
@@ -21,7 +22,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-pub use compile::{Compiled, RawDef, compile, compile_all, is_definition_file, parse_def, parse_file, parse_text, read_path};
+pub use compile::{
+    Compiled, Format, RawDef, compile, compile_all, is_definition_file, parse_def, parse_file, parse_text, parse_text_as, read_path,
+};
 pub use error::{DefinitionErrors, FieldError, ToolErrors};
 pub use model::{Annotations, AuditArguments, Kind, ResponseFormat, ToolDef, ToolsFile};
 pub use sources::{Definitions, SourceStatus};

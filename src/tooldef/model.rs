@@ -1,4 +1,4 @@
-//! The shape of a tool definition, as written in a tools file (TOML or JSON) or sent to the
+//! The shape of a tool definition, as written in a tools file (TOML, YAML or JSON) or sent to the
 //! admin API (JSON). Exactly one of `http`, `command` or `builtin` says what the tool runs;
 //! everything else is common to all kinds.
 
@@ -12,7 +12,7 @@ use super::command::CommandSpec;
 use super::http::HttpSpec;
 use crate::tool::{Icon, ToolAnnotations};
 
-/// A tools file: `[[tools]]` tables (TOML) or `{"tools": [...]}` (JSON).
+/// A tools file: `[[tools]]` tables (TOML), `tools:` and a list (YAML) or `{"tools": [...]}` (JSON).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolsFile {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 /// Layer of every top-level module, lowest first.
 const LAYERS: &[(&str, &[&str])] = &[
     ("protocol", &["protocol"]),
-    ("leaves", &["config", "metrics", "telemetry", "bus", "principal"]),
+    ("leaves", &["config", "metrics", "telemetry", "bus", "principal", "yaml"]),
     (
         "core services",
         &[
@@ -33,7 +33,8 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("HTTP adapters", &["transport", "admin", "health"]),
-    ("assembly", &["app"]),
+    // `cli` is the binary's own (subcommands beside `main.rs`), reaching the library as `toolgate::`.
+    ("assembly", &["app", "cli"]),
 ];
 
 /// The layers allowed to name axum types.

@@ -41,6 +41,7 @@ mod limits_rejection;
 mod limits_settings;
 mod metrics_http;
 mod modern_http;
+mod openapi_import;
 mod operator_errors;
 #[cfg(feature = "otel")]
 mod otel_export;
@@ -57,6 +58,7 @@ mod tooldef_compile;
 mod tooldef_http;
 mod tooldef_policies;
 mod tooldef_reload;
+mod tooldef_yaml;
 mod upstreams;
 mod upstreams_admin;
 mod upstreams_http;

@@ -11,7 +11,7 @@ use super::pagination::Pagination;
 use super::render::Renderer;
 use super::retry::RetryPolicy;
 use super::secret::{self, Header, HeaderSpec, SecretSource, SecretSpec};
-use super::spec::HttpSpec;
+use super::spec::{HttpSpec, QuerySpec};
 use super::ssrf::{AddressPolicy, GuardedResolver, redirect_policy};
 use super::template::{BodyTemplate, TextTemplate, UrlTemplate};
 use crate::tooldef::{BuildCtx, FieldError};
@@ -30,7 +30,7 @@ pub(super) fn compile(spec: &HttpSpec, cx: &BuildCtx<'_>) -> Result<HttpTool, Ve
     let policy = AddressPolicy::new(&settings.allow_hosts, &settings.resolve);
 
     let url = url(spec, cx, &policy, &mut errors);
-    let query = query(spec, cx, &mut errors);
+    let (query, query_secrets) = query(spec, cx, &mut errors);
     let headers = headers(spec, cx, &mut errors);
     let body = body(spec, cx, &mut errors);
     let retry = retries(spec, cx, &mut errors);
@@ -49,8 +49,8 @@ pub(super) fn compile(spec: &HttpSpec, cx: &BuildCtx<'_>) -> Result<HttpTool, Ve
     let (Some(url), Some(render), true) = (url, render, errors.is_empty()) else {
         return Err(errors);
     };
-    let same_origin_only =
-        headers.iter().any(|h| matches!(h, Header::Secret { name, .. } if !STRIPPED_ON_REDIRECT.contains(&name.as_str())));
+    let same_origin_only = !query_secrets.is_empty()
+        || headers.iter().any(|h| matches!(h, Header::Secret { name, .. } if !STRIPPED_ON_REDIRECT.contains(&name.as_str())));
     let client = reqwest::Client::builder()
         .use_rustls_tls()
         .no_proxy()
@@ -65,6 +65,7 @@ pub(super) fn compile(spec: &HttpSpec, cx: &BuildCtx<'_>) -> Result<HttpTool, Ve
         method: spec.method,
         url,
         query,
+        query_secrets,
         headers,
         body,
         retry,
@@ -107,14 +108,27 @@ fn url(spec: &HttpSpec, cx: &BuildCtx<'_>, policy: &AddressPolicy, errors: &mut 
     Some(template)
 }
 
-fn query(spec: &HttpSpec, cx: &BuildCtx<'_>, errors: &mut Vec<FieldError>) -> Vec<(String, TextTemplate)> {
+type QueryParts = (Vec<(String, TextTemplate)>, Vec<(String, SecretSource, String)>);
+
+fn query(spec: &HttpSpec, cx: &BuildCtx<'_>, errors: &mut Vec<FieldError>) -> QueryParts {
     let mut out = Vec::new();
+    let mut secrets = Vec::new();
     for (name, value) in &spec.query {
         let field = format!("http.query.{name}");
         if name.is_empty() {
             errors.push(FieldError::new(field, "a query parameter needs a name"));
             continue;
         }
+        let value = match value {
+            QuerySpec::Template(value) => value,
+            QuerySpec::Secret(s) => {
+                match secret_source(s, cx) {
+                    Ok(source) => secrets.push((name.clone(), source, s.prefix.clone())),
+                    Err(e) => errors.push(FieldError::new(field, e)),
+                }
+                continue;
+            }
+        };
         match TextTemplate::parse(value) {
             Ok(t) => {
                 check_fields(&field, t.fields(), cx, errors);
@@ -123,7 +137,7 @@ fn query(spec: &HttpSpec, cx: &BuildCtx<'_>, errors: &mut Vec<FieldError>) -> Ve
             Err(e) => errors.push(FieldError::new(field, e)),
         }
     }
-    out
+    (out, secrets)
 }
 
 fn headers(spec: &HttpSpec, cx: &BuildCtx<'_>, errors: &mut Vec<FieldError>) -> Vec<Header> {
@@ -146,6 +160,18 @@ fn headers(spec: &HttpSpec, cx: &BuildCtx<'_>, errors: &mut Vec<FieldError>) -> 
                      use {{ env = \"VAR\" }} or {{ file = \"/path/to/secret\" }}, with an optional prefix (e.g. prefix = \"Bearer \")"
                 ),
             )),
+            HeaderSpec::Literal(v) if v.contains(['{', '}']) => match TextTemplate::parse(v) {
+                Ok(t) if t.fields().next().is_some() => {
+                    check_fields(&field, t.fields(), cx, errors);
+                    out.push(Header::Template(header, t));
+                }
+                // Only escaped braces: a literal after all.
+                Ok(t) => match HeaderValue::from_str(&t.render(&serde_json::Map::new()).unwrap_or_default()) {
+                    Ok(v) => out.push(Header::Literal(header, v)),
+                    Err(_) => errors.push(FieldError::new(field, "not a valid header value (visible ASCII and spaces only)")),
+                },
+                Err(e) => errors.push(FieldError::new(field, e)),
+            },
             HeaderSpec::Literal(v) => match HeaderValue::from_str(v) {
                 Ok(v) => out.push(Header::Literal(header, v)),
                 Err(_) => errors.push(FieldError::new(field, "not a valid header value (visible ASCII and spaces only)")),

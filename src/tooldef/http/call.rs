@@ -27,15 +27,17 @@ const ERROR_BODY_BYTES: usize = 8 * 1024;
 impl HttpTool {
     pub(super) async fn run(&self, ctx: &ToolContext, format: ResponseFormat) -> Result<CallToolResult, ToolError> {
         let args = ctx.arguments();
-        let url = self.request_url(args).map_err(ToolError::InvalidArguments)?;
+        let mut url = self.request_url(args).map_err(ToolError::InvalidArguments)?;
         self.policy.check_url(&url).map_err(|r| ToolError::Failed(r.to_string()))?;
         let body = self.request_body(args)?;
-        let (headers, redactor) = secret::resolve_headers(&self.headers).await.map_err(|e| {
+        let (mut headers, mut redactor) = secret::resolve_headers(&self.headers).await.map_err(|e| {
             tracing::error!(tool = %self.tool, credential = %e.what, "http tool: a credential is unavailable; calls fail until it is provided");
             ToolError::Failed(MISCONFIGURED.into())
         })?;
+        self.argument_headers(args, &mut headers).map_err(ToolError::InvalidArguments)?;
+        self.secret_query(&mut url, &mut redactor).await?;
         let host = url.host_str().unwrap_or_default().to_owned();
-        let mut response = self.send(ctx, &url, &headers, body, &host).await?;
+        let mut response = self.send(ctx, &url, &headers, body, &host, &redactor).await?;
         let status = response.status();
         tracing::debug!(tool = %self.tool, host, %status, "http tool: upstream answered");
         if !status.is_success() {
@@ -86,6 +88,33 @@ impl HttpTool {
         Ok(url)
     }
 
+    /// Adds the headers whose values come from the arguments; one whose fields are absent is
+    /// left out. `Err` is for the model.
+    fn argument_headers(&self, args: &Map<String, Value>, headers: &mut HeaderMap) -> Result<(), String> {
+        for header in &self.headers {
+            let secret::Header::Template(name, template) = header else { continue };
+            let Some(text) = template.render(args) else { continue };
+            let value = http::HeaderValue::from_str(&text)
+                .map_err(|_| format!("the value for the {name} header must be visible ASCII text without line breaks"))?;
+            headers.append(name.clone(), value);
+        }
+        Ok(())
+    }
+
+    /// Appends the query parameters read from secrets (after the address checks, so no
+    /// refusal message can carry them), and has the redactor remove them from what comes back.
+    async fn secret_query(&self, url: &mut Url, redactor: &mut Redactor) -> Result<(), ToolError> {
+        for (name, source, prefix) in &self.query_secrets {
+            let Some(secret) = source.read().await else {
+                tracing::error!(tool = %self.tool, credential = %source.describe(), "http tool: a credential is unavailable; calls fail until it is provided");
+                return Err(ToolError::Failed(MISCONFIGURED.into()));
+            };
+            url.query_pairs_mut().append_pair(name, &format!("{prefix}{}", secret.expose()));
+            redactor.add_query_value(secret);
+        }
+        Ok(())
+    }
+
     fn request_body(&self, args: &Map<String, Value>) -> Result<Option<Bytes>, ToolError> {
         let Some(template) = &self.body else { return Ok(None) };
         let Some(value) = template.render(args) else { return Ok(None) };
@@ -102,6 +131,7 @@ impl HttpTool {
         headers: &HeaderMap,
         body: Option<Bytes>,
         host: &str,
+        redactor: &Redactor,
     ) -> Result<reqwest::Response, ToolError> {
         let mut retry = 0;
         loop {
@@ -129,7 +159,7 @@ impl HttpTool {
                 retry += 1;
                 continue;
             }
-            return outcome.map_err(|e| self.transport_error(&e, host, &Redactor::default()));
+            return outcome.map_err(|e| self.transport_error(&e, host, redactor));
         }
     }
 

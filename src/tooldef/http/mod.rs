@@ -23,7 +23,7 @@ mod spec;
 mod ssrf;
 
 // The same address policy guards upstream MCP servers (`src/upstream/http.rs`).
-pub(crate) use secret::{env_allowed, is_under};
+pub(crate) use secret::{env_allowed, is_sensitive_name, is_under};
 pub(crate) use ssrf::{AddressPolicy, GuardedResolver, Refusal, find_cause, redirect_policy};
 // Public only so `fuzz/` can drive the URL template directly.
 pub mod template;
@@ -31,7 +31,7 @@ pub mod template;
 use std::time::Duration;
 
 pub use secret::{HeaderSpec, SecretSpec};
-pub use spec::{BaseUrl, HttpMethod, HttpSpec, HttpToolSettings, PaginationSpec, ResponseSpec};
+pub use spec::{BaseUrl, HttpMethod, HttpSpec, HttpToolSettings, PaginationSpec, QuerySpec, ResponseSpec};
 
 use super::{BuildCtx, FieldError, ResponseFormat};
 use crate::protocol::CallToolResult;
@@ -44,6 +44,8 @@ pub struct HttpTool {
     method: HttpMethod,
     url: template::UrlTemplate,
     query: Vec<(String, template::TextTemplate)>,
+    /// Query parameters read from secrets at call time (an API key in the query string).
+    query_secrets: Vec<(String, secret::SecretSource, String)>,
     headers: Vec<secret::Header>,
     body: Option<template::BodyTemplate>,
     retry: retry::RetryPolicy,

@@ -11,8 +11,9 @@ use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 use serde_json::Value;
 
-/// The value of one header in a definition: a literal non-secret string, or a secret read at
-/// call time (`{ env = "GITHUB_TOKEN", prefix = "Bearer " }`, `{ file = "/run/secrets/t" }`).
+/// The value of one header in a definition: a literal non-secret string (with `{field}`
+/// placeholders filled from the call's arguments), or a secret read at call time
+/// (`{ env = "GITHUB_TOKEN", prefix = "Bearer " }`, `{ file = "/run/secrets/t" }`).
 #[derive(Clone, Debug)]
 pub enum HeaderSpec {
     Literal(String),
@@ -119,7 +120,13 @@ impl fmt::Debug for Secret {
 #[derive(Clone, Debug)]
 pub(crate) enum Header {
     Literal(HeaderName, HeaderValue),
-    Secret { name: HeaderName, source: SecretSource, prefix: String },
+    /// A value made from the call's arguments (`"{request_id}"`); left out when they are absent.
+    Template(HeaderName, super::template::TextTemplate),
+    Secret {
+        name: HeaderName,
+        source: SecretSource,
+        prefix: String,
+    },
 }
 
 /// A credential was unavailable at call time (the error names the source, not a value).
@@ -138,6 +145,8 @@ pub(crate) async fn resolve_headers(headers: &[Header]) -> Result<(HeaderMap, Re
             Header::Literal(name, value) => {
                 map.append(name.clone(), value.clone());
             }
+            // Added by the call from its arguments (`HttpTool::argument_headers`).
+            Header::Template(..) => {}
             Header::Secret { name, source, prefix } => {
                 let unavailable = || Unavailable { what: source.describe() };
                 let secret = source.read().await.ok_or_else(unavailable)?;
@@ -160,6 +169,16 @@ pub(crate) struct Redactor {
 pub(crate) const REDACTED: &str = "[redacted]";
 
 impl Redactor {
+    /// A secret sent in the query string: also redacted in its URL-encoded form (how it
+    /// appears in a URL an error or a `Link` header carries back).
+    pub(crate) fn add_query_value(&mut self, secret: Secret) {
+        let encoded: String = url::form_urlencoded::byte_serialize(secret.expose().as_bytes()).collect();
+        if encoded != secret.expose() {
+            self.add(Secret(encoded));
+        }
+        self.add(secret);
+    }
+
     fn add(&mut self, secret: Secret) {
         self.secrets.push(secret);
         // Longest first, so a secret that contains another is replaced whole.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::secret::HeaderSpec;
+use super::secret::{HeaderSpec, SecretSpec};
 
 /// A definition's `[tools.http]` table: which endpoint the tool calls and how.
 ///
@@ -38,11 +38,15 @@ pub struct HttpSpec {
     pub base_url: Option<BaseUrl>,
     /// Extra query parameters: name → value template. `"{field}"` sends the argument as is
     /// (an array argument repeats the parameter); `"state:{state}"` interpolates text; a
-    /// parameter whose fields are absent is left out; `{{`/`}}` are literal braces.
+    /// parameter whose fields are absent is left out; `{{`/`}}` are literal braces. An API that
+    /// takes its key in the query string gets a secret like a header's,
+    /// `api_key = { env = "VAR" }`, read at call time and redacted from everything returned.
     #[serde(default)]
-    pub query: BTreeMap<String, String>,
+    pub query: BTreeMap<String, QuerySpec>,
     /// Request headers: name → a literal non-secret string, or a secret read at call time:
     /// `{ env = "VAR", prefix = "Bearer " }` or `{ file = "/run/secrets/token" }`. A literal
+    /// may use `{field}` placeholders like `query` (`"X-Request-Id" = "{request_id}"`; the
+    /// header is left out when the argument is absent; `{{`/`}}` are literal braces). A literal
     /// value is refused for `Authorization`, `Proxy-Authorization`, `Cookie` and any name
     /// containing `key`, `token`, `secret` or `auth`.
     #[serde(default)]
@@ -66,6 +70,24 @@ pub struct HttpSpec {
     pub response: ResponseSpec,
     /// Pagination pass-through, see [`PaginationSpec`].
     pub pagination: Option<PaginationSpec>,
+}
+
+/// The value of one query parameter: a template over the arguments, or a secret read at call
+/// time (`{ env = "API_KEY" }`; a `prefix` is put before it).
+#[derive(Clone, Debug)]
+pub enum QuerySpec {
+    Template(String),
+    Secret(SecretSpec),
+}
+
+impl<'de> Deserialize<'de> for QuerySpec {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // The same two shapes as a header's value: a string, or a secret's table.
+        Ok(match HeaderSpec::deserialize(deserializer)? {
+            HeaderSpec::Literal(template) => Self::Template(template),
+            HeaderSpec::Secret(secret) => Self::Secret(secret),
+        })
+    }
 }
 
 /// `base_url`: a literal, or an environment variable with an optional default.

@@ -1,0 +1,3 @@
+//! Subcommands too large to sit in `main.rs`.
+
+pub mod tools;

@@ -1,0 +1,843 @@
+//! `toolgate tools import openapi`: an OpenAPI 3.0 or 3.1 document (JSON or YAML) turned into
+//! `http` tool definitions in toolgate's own format, for an operator to review and serve.
+//!
+//! One operation becomes one tool: its `operationId` (cleaned; generated from the method and
+//! path when missing; duplicates numbered) is the name, its summary and description describe
+//! it, its path, query and header parameters and its JSON request body's properties are the
+//! input schema (references inlined, see [`schema`]), and its method and URL template make the
+//! `http` section, with the document's first server as a `base_url` an environment variable
+//! can move. Security schemes become secret headers read from environment variables (never a
+//! value; an API key the scheme puts in the query string becomes a secret query parameter).
+//! What cannot be expressed (a form or multipart body, a cookie, mutual TLS, a required
+//! parameter in a style the templates cannot write) skips the
+//! operation with the reason; an optional parameter that cannot be expressed is left out with
+//! a warning. Every definition is compiled as `tools validate` would before it is written, so
+//! the output validates once the secrets it names are allowed.
+
+mod names;
+mod render;
+mod schema;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+pub use render::OutputFormat;
+
+use super::RawDef;
+use crate::config::Settings;
+use crate::tool::Origin;
+
+/// Longest description written; longer ones are cut (tools/list carries every description).
+const MAX_DESCRIPTION: usize = 4000;
+/// The methods an operation may have, in the order the specification lists them.
+const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+
+/// What to import and how to name it.
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Where the API lives, instead of the document's first server.
+    pub base_url: Option<String>,
+    /// Only operations with one of these tags (any case); with `include_operations`, either.
+    pub include_tags: Vec<String>,
+    /// Only these operations, by `operationId` (or the generated name).
+    pub include_operations: Vec<String>,
+    /// Put before every tool name (`gh_`), and names the environment variables.
+    pub prefix: String,
+}
+
+/// What an import produced.
+#[derive(Debug)]
+pub struct Import {
+    /// The document's `info.title` and `info.version`.
+    pub title: String,
+    pub version: String,
+    pub tools: Vec<ImportedTool>,
+    pub skipped: Vec<Skipped>,
+    /// Parameters left out, filters that matched nothing.
+    pub warnings: Vec<String>,
+    /// Environment variables the tools read credentials from → what each must hold.
+    pub secrets: BTreeMap<String, String>,
+    /// The environment variable that moves every tool to another base URL, and its default.
+    pub base_url: Option<(String, String)>,
+}
+
+/// An operation that was not imported, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    /// `GET /pets/{id} (getPet)`.
+    pub operation: String,
+    pub reason: String,
+}
+
+/// One generated definition, in the order its fields are written.
+#[derive(Clone, Debug, Serialize)]
+pub struct ImportedTool {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    pub description: String,
+    pub annotations: ImportedAnnotations,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    pub input_schema: Value,
+    pub http: ImportedHttp,
+    /// Written above the definition in TOML and YAML (which secret to set).
+    #[serde(skip)]
+    pub comments: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ImportedAnnotations {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    pub open_world_hint: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ImportedHttp {
+    pub method: String,
+    /// A fixed URL, or `{ env = "..._BASE_URL", default = "https://..." }`.
+    pub base_url: Value,
+    pub url: String,
+    /// Name → `"{argument}"`, or a secret (`{ env = "..." }`) for an API key in the query.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub query: BTreeMap<String, Value>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
+}
+
+/// Reads an OpenAPI document: JSON for `*.json`, YAML for `*.yaml`/`*.yml`, otherwise JSON if
+/// it parses as JSON and YAML if not.
+pub fn read_document(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let yaml = |text: &str| {
+        crate::yaml::from_str::<Value>(text, crate::yaml::Budget::Document, &path.display().to_string())
+            .map_err(|e| format!("{}: invalid YAML: {e}", path.display()))
+    };
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("json") => serde_json::from_str(&text).map_err(|e| format!("{}: invalid JSON: {e}", path.display())),
+        Some("yaml" | "yml") => yaml(&text),
+        _ => serde_json::from_str(&text).or_else(|_| yaml(&text)),
+    }
+}
+
+/// Imports every operation `options` selects. `Err` when the document is not OpenAPI 3.x or
+/// has no usable server; problems of single operations are in [`Import::skipped`].
+pub fn import(doc: &Value, options: &ImportOptions, settings: &Settings) -> Result<Import, String> {
+    check_version(doc)?;
+    let info = doc.get("info");
+    let text = |v: Option<&Value>, key: &str| v.and_then(|i| i.get(key)).and_then(Value::as_str).unwrap_or("").trim().to_owned();
+    let (title, version) = (text(info, "title"), text(info, "version"));
+    let env_prefix = match options.prefix.trim_matches(['_', '-', '.']) {
+        "" if title.is_empty() => "OPENAPI".to_owned(),
+        "" => title.clone(),
+        prefix => prefix.to_owned(),
+    };
+    let root_server = match &options.base_url {
+        Some(url) => url.clone(),
+        None => server_url(doc.get("servers")).unwrap_or_else(|| "/".into()),
+    };
+    if !is_absolute(&root_server) {
+        return Err(format!(
+            "the document's server is `{root_server}`, a relative URL (or none is given): pass --base-url with the API's address, e.g. --base-url https://api.example.com{}",
+            if root_server == "/" { "" } else { root_server.as_str() }
+        ));
+    }
+    let base_env = names::env_var(&[&env_prefix, "BASE_URL"]);
+    let mut import = Import {
+        title,
+        version,
+        tools: Vec::new(),
+        skipped: Vec::new(),
+        warnings: Vec::new(),
+        secrets: BTreeMap::new(),
+        base_url: Some((base_env.clone(), root_server.clone())),
+    };
+    let cx = Context { doc, env_prefix, root_server, base_env, settings };
+
+    let mut taken = BTreeSet::new();
+    let mut matched_tags = BTreeSet::new();
+    let mut matched_ops = BTreeSet::new();
+    let empty = Map::new();
+    let paths = doc.get("paths").and_then(Value::as_object).unwrap_or(&empty);
+    for (path, item) in paths {
+        let item = match item.get("$ref").and_then(Value::as_str) {
+            Some(r) => match schema::resolve(doc, r) {
+                Ok(target) => target,
+                Err(e) => {
+                    import.skipped.push(Skipped { operation: path.clone(), reason: e });
+                    continue;
+                }
+            },
+            None => item,
+        };
+        let Some(item) = item.as_object() else { continue };
+        for method in METHODS {
+            let Some(op) = item.get(method).and_then(Value::as_object) else { continue };
+            let operation_id = op.get("operationId").and_then(Value::as_str);
+            let generated = names::tool_name(&options.prefix, operation_id, method, path);
+            let tags: Vec<&str> = op.get("tags").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+            if !options.include_tags.is_empty() || !options.include_operations.is_empty() {
+                let tag = options.include_tags.iter().find(|t| tags.iter().any(|g| g.eq_ignore_ascii_case(t)));
+                let id = options.include_operations.iter().find(|o| Some(o.as_str()) == operation_id || **o == generated);
+                if let Some(t) = tag {
+                    matched_tags.insert(t.clone());
+                }
+                if let Some(o) = id {
+                    matched_ops.insert(o.clone());
+                }
+                if tag.is_none() && id.is_none() {
+                    continue;
+                }
+            }
+            let label = match operation_id {
+                Some(id) => format!("{} {path} ({id})", method.to_ascii_uppercase()),
+                None => format!("{} {path}", method.to_ascii_uppercase()),
+            };
+            let mut warnings = Vec::new();
+            let built = Operation { path, method, item, op, tags: &tags }.build(&cx, &mut warnings).and_then(|(tool, secrets)| {
+                let name = names::unique(generated.clone(), &mut taken.clone());
+                let tool = ImportedTool { name, ..tool };
+                cx.self_check(&tool, &secrets).map(|()| (tool, secrets))
+            });
+            import.warnings.extend(warnings.into_iter().map(|w| format!("{label}: {w}")));
+            match built {
+                Ok((tool, secrets)) => {
+                    taken.insert(tool.name.clone());
+                    import.secrets.extend(secrets);
+                    import.tools.push(tool);
+                }
+                Err(reason) => import.skipped.push(Skipped { operation: label, reason }),
+            }
+        }
+    }
+    for tag in options.include_tags.iter().filter(|t| !matched_tags.contains(*t)) {
+        import.warnings.push(format!("--include-tag {tag} matched no operation"));
+    }
+    for op in options.include_operations.iter().filter(|o| !matched_ops.contains(*o)) {
+        import.warnings.push(format!("--include-operation {op} matched no operation"));
+    }
+    if !import.tools.iter().any(|t| t.http.base_url.get("env").is_some()) {
+        import.base_url = None;
+    }
+    Ok(import)
+}
+
+fn check_version(doc: &Value) -> Result<(), String> {
+    match doc.get("openapi").and_then(Value::as_str) {
+        Some(v) if v.starts_with("3.") => Ok(()),
+        Some(v) => Err(format!("OpenAPI {v} is not supported: the importer reads OpenAPI 3.0 and 3.1 documents")),
+        None if doc.get("swagger").is_some() => Err(
+            "this is a Swagger 2.0 document: convert it to OpenAPI 3 first (for example with the swagger2openapi npm package), then import that".into(),
+        ),
+        None => Err("not an OpenAPI document: it has no `openapi` version field".into()),
+    }
+}
+
+fn is_absolute(url: &str) -> bool {
+    let lower = url.to_ascii_lowercase();
+    lower.starts_with("https://") || lower.starts_with("http://")
+}
+
+/// The first server's URL with its variables set to their defaults.
+fn server_url(servers: Option<&Value>) -> Option<String> {
+    let server = servers?.as_array()?.first()?;
+    let mut url = server.get("url")?.as_str()?.trim().to_owned();
+    if let Some(vars) = server.get("variables").and_then(Value::as_object) {
+        for (name, var) in vars {
+            if let Some(default) = var.get("default").and_then(Value::as_str) {
+                url = url.replace(&format!("{{{name}}}"), default);
+            }
+        }
+    }
+    Some(url.trim_end_matches('/').to_owned()).map(|u| if u.is_empty() { "/".to_owned() } else { u })
+}
+
+/// What every operation shares.
+struct Context<'a> {
+    doc: &'a Value,
+    /// Names the environment variables (`PETSTORE` → `PETSTORE_API_KEY`).
+    env_prefix: String,
+    root_server: String,
+    base_env: String,
+    settings: &'a Settings,
+}
+
+impl Context<'_> {
+    /// Compiles the definition as `tools validate` would, with its own secrets and host
+    /// allowed (those are the operator's decisions, not the document's).
+    fn self_check(&self, tool: &ImportedTool, secrets: &BTreeMap<String, String>) -> Result<(), String> {
+        let mut settings = self.settings.clone();
+        settings.tools.http.secret_env.extend(secrets.keys().cloned());
+        let base = tool.http.base_url.get("default").or(Some(&tool.http.base_url)).and_then(Value::as_str).unwrap_or_default();
+        let env_base = tool.http.base_url.get("env").and_then(Value::as_str).and_then(|v| std::env::var(v).ok());
+        for url in [Some(base.to_owned()), env_base].into_iter().flatten() {
+            if let Some(host) = url::Url::parse(&url).ok().and_then(|u| u.host_str().map(str::to_owned)) {
+                settings.tools.http.allow_hosts.push(host.trim_matches(['[', ']']).to_owned());
+            }
+        }
+        let value = serde_json::to_value(tool).map_err(|e| e.to_string())?;
+        let raw = RawDef { value, source: "import".into(), base_dir: ".".into() };
+        super::compile(&raw, &settings, Origin::File).map(|_| ()).map_err(|errors| {
+            format!("the definition would not validate: {}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+        })
+    }
+}
+
+/// One operation being imported.
+struct Operation<'a> {
+    path: &'a str,
+    method: &'a str,
+    item: &'a Map<String, Value>,
+    op: &'a Map<String, Value>,
+    tags: &'a [&'a str],
+}
+
+/// Where a parameter goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum In {
+    Path,
+    Query,
+    Header,
+    Cookie,
+}
+
+impl In {
+    fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "path" => Self::Path,
+            "query" => Self::Query,
+            "header" => Self::Header,
+            "cookie" => Self::Cookie,
+            _ => return None,
+        })
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Path => "path",
+            Self::Query => "query",
+            Self::Header => "header",
+            Self::Cookie => "cookie",
+        }
+    }
+}
+
+/// What a schema holds, for the serialization rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Scalar,
+    Array,
+    Object,
+}
+
+fn shape(schema: &Value) -> Shape {
+    let has = |t: &str| match schema.get("type") {
+        Some(Value::String(s)) => s == t,
+        Some(Value::Array(types)) => types.iter().any(|v| v == t),
+        _ => false,
+    };
+    if has("object") || schema.get("properties").is_some() {
+        Shape::Object
+    } else if has("array") || schema.get("items").is_some() {
+        Shape::Array
+    } else {
+        Shape::Scalar
+    }
+}
+
+/// Where the parameters went: path placeholders (parameter → argument), query and headers.
+struct Placed {
+    path_args: BTreeMap<String, String>,
+    query: BTreeMap<String, Value>,
+    headers: BTreeMap<String, Value>,
+}
+
+/// The arguments of one tool as they are collected.
+#[derive(Default)]
+struct Arguments {
+    properties: Map<String, Value>,
+    required: Vec<String>,
+}
+
+impl Arguments {
+    /// A free argument name for `wanted` (`wanted_<where>` or a number when it is taken).
+    fn name_for(&self, wanted: &str, place: &str) -> String {
+        let base = names::argument(wanted);
+        if !self.properties.contains_key(&base) {
+            return base;
+        }
+        let mut candidate = format!("{base}_{place}");
+        let mut n = 2;
+        while self.properties.contains_key(&candidate) {
+            candidate = format!("{base}_{place}_{n}");
+            n += 1;
+        }
+        candidate
+    }
+
+    fn add(&mut self, name: &str, schema: Value, required: bool) {
+        self.properties.insert(name.to_owned(), schema);
+        if required {
+            self.required.push(name.to_owned());
+        }
+    }
+}
+
+impl Operation<'_> {
+    /// The definition (without its final name) and the secrets it reads, or why there is none.
+    fn build(&self, cx: &Context<'_>, warnings: &mut Vec<String>) -> Result<(ImportedTool, BTreeMap<String, String>), String> {
+        let method = self.method.to_ascii_uppercase();
+        if matches!(self.method, "options" | "trace") {
+            return Err(format!("http tools send GET, HEAD, POST, PUT, PATCH or DELETE, not {method}"));
+        }
+        let mut converter = schema::Converter::new(cx.doc);
+        let mut args = Arguments::default();
+        let mut query = BTreeMap::new();
+        let mut headers: BTreeMap<String, Value> = BTreeMap::new();
+        let mut comments = Vec::new();
+
+        let (auth, secrets) = self.security(cx)?;
+        for (place, name, spec, note) in auth {
+            comments.push(note);
+            match place {
+                In::Query => query.insert(name, spec),
+                _ => headers.insert(name, spec),
+            };
+        }
+
+        let mut placed = Placed { path_args: BTreeMap::new(), query, headers };
+        for param in self.parameters(cx.doc)? {
+            self.parameter(&param, &mut converter, &mut args, &mut placed, warnings)?;
+        }
+        let Placed { path_args, query, mut headers } = placed;
+        let url = url_template(self.path, &path_args)?;
+        let body = self.body(cx.doc, &mut converter, &mut args, &mut headers)?;
+
+        let mut input_schema = json!({"type": "object", "properties": args.properties, "additionalProperties": false});
+        if !args.required.is_empty() {
+            input_schema["required"] = json!(args.required);
+        }
+        if let Some(defs) = converter.finish(true)? {
+            input_schema["$defs"] = Value::Object(defs);
+        }
+
+        let base_url = match server_url(self.op.get("servers")).or_else(|| server_url(self.item.get("servers"))) {
+            Some(own) if is_absolute(&own) && own != cx.root_server => Value::String(own),
+            _ => json!({"env": cx.base_env, "default": cx.root_server}),
+        };
+        let mut labels = BTreeMap::new();
+        let operation_id = self.op.get("operationId").and_then(Value::as_str);
+        labels.insert("openapi_operation".to_owned(), operation_id.map_or_else(|| format!("{method} {}", self.path), str::to_owned));
+        if !self.tags.is_empty() {
+            labels.insert("openapi_tags".to_owned(), self.tags.join(","));
+        }
+        let (title, description) = self.describe(&method);
+        let tool = ImportedTool {
+            name: String::new(),
+            title,
+            description,
+            annotations: annotations(self.method),
+            labels,
+            input_schema,
+            http: ImportedHttp { method, base_url, url, query, headers, body },
+            comments,
+        };
+        Ok((tool, secrets))
+    }
+
+    fn describe(&self, method: &str) -> (Option<String>, String) {
+        let text = |key: &str| self.op.get(key).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty());
+        let summary = text("summary").map(|s| s.lines().next().unwrap_or(s).to_owned());
+        let mut description = match (summary.as_deref(), text("description")) {
+            (Some(s), Some(d)) if d.starts_with(s) => d.to_owned(),
+            (Some(s), Some(d)) => format!("{s}\n\n{d}"),
+            (Some(s), None) => s.to_owned(),
+            (None, Some(d)) => d.to_owned(),
+            (None, None) => format!("{method} {}", self.path),
+        };
+        if self.op.get("deprecated") == Some(&Value::Bool(true)) {
+            description = format!("Deprecated. {description}");
+        }
+        if description.chars().count() > MAX_DESCRIPTION {
+            description = description.chars().take(MAX_DESCRIPTION - 1).collect::<String>() + "…";
+        }
+        (summary, description)
+    }
+
+    /// The path item's parameters, then the operation's (which replace same-named ones).
+    fn parameters(&self, doc: &Value) -> Result<Vec<Map<String, Value>>, String> {
+        let mut out: Vec<Map<String, Value>> = Vec::new();
+        for list in [self.item.get("parameters"), self.op.get("parameters")] {
+            for param in list.and_then(Value::as_array).into_iter().flatten() {
+                let param = match param.get("$ref").and_then(Value::as_str) {
+                    Some(r) => schema::resolve(doc, r)?,
+                    None => param,
+                };
+                let Some(param) = param.as_object() else { continue };
+                let key = |p: &Map<String, Value>| (p.get("name").cloned(), p.get("in").cloned());
+                out.retain(|p| key(p) != key(param));
+                out.push(param.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    fn parameter(
+        &self,
+        param: &Map<String, Value>,
+        converter: &mut schema::Converter<'_>,
+        args: &mut Arguments,
+        placed: &mut Placed,
+        warnings: &mut Vec<String>,
+    ) -> Result<(), String> {
+        let name = param.get("name").and_then(Value::as_str).unwrap_or_default();
+        let Some(place) = param.get("in").and_then(Value::as_str).and_then(In::parse) else {
+            return Err(format!("parameter `{name}` has no valid `in`"));
+        };
+        let required = place == In::Path || param.get("required") == Some(&Value::Bool(true));
+        // OpenAPI says these header parameters are ignored: the request's own headers say it.
+        if place == In::Header && ["accept", "content-type", "authorization"].contains(&name.to_ascii_lowercase().as_str()) {
+            return Ok(());
+        }
+        let mut unsupported = |why: String| {
+            if required {
+                Err(format!("required {} parameter `{name}`: {why}", place.as_str()))
+            } else {
+                warnings.push(format!("optional {} parameter `{name}` left out: {why}", place.as_str()));
+                Ok(())
+            }
+        };
+        if name.is_empty() {
+            return unsupported("it has no name".into());
+        }
+        if place == In::Cookie {
+            return unsupported("http tools send no cookies".into());
+        }
+        if let Some(content) = param.get("content").and_then(Value::as_object) {
+            let types: Vec<&str> = content.keys().map(String::as_str).collect();
+            return unsupported(format!("it is serialized as {} content, which the templates cannot write", types.join(", ")));
+        }
+        let mut schema = match param.get("schema") {
+            Some(s) => converter.convert(s, true)?,
+            None => json!({"type": "string"}),
+        };
+        let shape = shape(&schema);
+        let style = param.get("style").and_then(Value::as_str);
+        let explode = param.get("explode").and_then(Value::as_bool);
+        let why_not = match place {
+            In::Path if !matches!(style, None | Some("simple")) => Some(format!("the {} style", style.unwrap_or_default())),
+            In::Path if explode == Some(true) && shape == Shape::Object => Some("an exploded object".into()),
+            In::Query if shape == Shape::Object => Some(format!("an object in the query ({} style)", style.unwrap_or("form"))),
+            In::Query if shape == Shape::Array && !matches!(style, None | Some("form")) => {
+                Some(format!("an array in the {} style", style.unwrap_or_default()))
+            }
+            In::Query if shape == Shape::Array && explode == Some(false) => {
+                Some("an array written comma-separated (explode: false); the tool repeats the parameter instead".into())
+            }
+            In::Header if shape != Shape::Scalar => Some("a header holds one value here, not an array or object".into()),
+            In::Header if crate::tooldef::http::is_sensitive_name(name) => {
+                Some("its name says it is a credential: http tools read those from secrets, so declare it as a security scheme".into())
+            }
+            In::Header if placed.headers.keys().any(|h| h.eq_ignore_ascii_case(name)) => {
+                Some("the security scheme sets this header".into())
+            }
+            In::Query if placed.query.contains_key(name) => Some("the security scheme sets this parameter".into()),
+            _ => None,
+        };
+        if let Some(why) = why_not {
+            return unsupported(why);
+        }
+        let arg = args.name_for(name, place.as_str());
+        if let Value::Object(s) = &mut schema {
+            if !s.contains_key("description")
+                && let Some(d) = param.get("description").and_then(Value::as_str).filter(|d| !d.trim().is_empty())
+            {
+                s.insert("description".into(), json!(d.trim()));
+            }
+            if param.get("deprecated") == Some(&Value::Bool(true)) {
+                s.insert("deprecated".into(), json!(true));
+            }
+            if let Some(example) = param.get("example")
+                && !s.contains_key("examples")
+            {
+                s.insert("examples".into(), json!([example]));
+            }
+        }
+        args.add(&arg, schema, required);
+        let placeholder = format!("{{{arg}}}");
+        match place {
+            In::Path => {
+                placed.path_args.insert(name.to_owned(), arg);
+            }
+            In::Query => {
+                placed.query.insert(name.to_owned(), Value::String(placeholder));
+            }
+            In::Header => {
+                placed.headers.insert(name.to_owned(), Value::String(placeholder));
+            }
+            In::Cookie => {}
+        }
+        Ok(())
+    }
+
+    /// The JSON body template; its properties (or the whole body) become arguments.
+    fn body(
+        &self,
+        doc: &Value,
+        converter: &mut schema::Converter<'_>,
+        args: &mut Arguments,
+        headers: &mut BTreeMap<String, Value>,
+    ) -> Result<Option<Value>, String> {
+        let Some(body) = self.op.get("requestBody") else { return Ok(None) };
+        let body = match body.get("$ref").and_then(Value::as_str) {
+            Some(r) => schema::resolve(doc, r)?,
+            None => body,
+        };
+        let Some(content) = body.get("content").and_then(Value::as_object).filter(|c| !c.is_empty()) else { return Ok(None) };
+        let Some((media_type, media)) = content.iter().find(|(t, _)| is_json(t)) else {
+            let types: Vec<&str> = content.keys().map(String::as_str).collect();
+            return Err(format!("the request body is {}: http tools send JSON bodies only", types.join(" or ")));
+        };
+        if matches!(self.method, "get" | "head") {
+            return Err(format!(
+                "a {} request with a body: http tools send bodies with POST, PUT, PATCH and DELETE only",
+                self.method.to_ascii_uppercase()
+            ));
+        }
+        let base_type = media_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+        if base_type != "application/json" && base_type != "*/*" {
+            headers.insert("Content-Type".into(), Value::String(base_type));
+        }
+        let required = body.get("required") == Some(&Value::Bool(true));
+        let schema = match media.get("schema") {
+            Some(s) => converter.convert(s, true)?,
+            None => json!({}),
+        };
+        if let Some((properties, own_required)) = object_parts(&schema).filter(|(p, _)| !p.is_empty()) {
+            let mut template = Map::new();
+            for (key, property) in properties {
+                let arg = args.name_for(&key, "body");
+                args.add(&arg, property, required && own_required.contains(&key));
+                template.insert(key, Value::String(format!("{{{arg}}}")));
+            }
+            return Ok(Some(Value::Object(template)));
+        }
+        let arg = args.name_for("body", "request");
+        let mut schema = schema;
+        if let Value::Object(s) = &mut schema
+            && !s.contains_key("description")
+            && let Some(d) = body.get("description").and_then(Value::as_str)
+        {
+            s.insert("description".into(), json!(d.trim()));
+        }
+        args.add(&arg, schema, required);
+        Ok(Some(Value::String(format!("{{{arg}}}"))))
+    }
+
+    /// The headers (and query parameters) the operation's security needs: the first
+    /// alternative toolgate can send (or none when an alternative needs nothing), each read
+    /// from an environment variable.
+    fn security(&self, cx: &Context<'_>) -> Result<(Vec<Credential>, BTreeMap<String, String>), String> {
+        let requirements = self.op.get("security").or_else(|| cx.doc.get("security"));
+        let Some(alternatives) = requirements.and_then(Value::as_array).filter(|a| !a.is_empty()) else {
+            return Ok((Vec::new(), BTreeMap::new()));
+        };
+        let schemes = cx.doc.pointer("/components/securitySchemes").and_then(Value::as_object);
+        let mut refusals = Vec::new();
+        'alternatives: for alternative in alternatives {
+            let Some(alternative) = alternative.as_object() else { continue };
+            if alternative.is_empty() {
+                return Ok((Vec::new(), BTreeMap::new()));
+            }
+            let mut headers: Vec<Credential> = Vec::new();
+            let mut secrets = BTreeMap::new();
+            for name in alternative.keys() {
+                let scheme = schemes.and_then(|s| s.get(name)).map(|s| match s.get("$ref").and_then(Value::as_str) {
+                    Some(r) => schema::resolve(cx.doc, r).unwrap_or(&Value::Null),
+                    None => s,
+                });
+                let Some(scheme) = scheme.and_then(Value::as_object) else {
+                    refusals.push(format!("security scheme `{name}` is not declared in components.securitySchemes"));
+                    continue 'alternatives;
+                };
+                match secret_header(cx, name, scheme) {
+                    Ok((place, header, spec, holds)) => {
+                        if headers.iter().any(|(p, h, _, _)| *p == place && h.eq_ignore_ascii_case(&header)) {
+                            refusals.push(format!(
+                                "security schemes {} both need the {header} {}",
+                                alternative.keys().cloned().collect::<Vec<_>>().join(" and "),
+                                if place == In::Query { "query parameter" } else { "header" }
+                            ));
+                            continue 'alternatives;
+                        }
+                        let var = spec["env"].as_str().unwrap_or_default().to_owned();
+                        let note =
+                            format!("secret: set {var} to {holds} (security scheme `{name}`), and allow it with tools.http.secret_env");
+                        secrets.insert(var, format!("{holds} (security scheme `{name}`)"));
+                        headers.push((place, header, spec, note));
+                    }
+                    Err(why) => {
+                        refusals.push(format!("security scheme `{name}`: {why}"));
+                        continue 'alternatives;
+                    }
+                }
+            }
+            return Ok((headers, secrets));
+        }
+        Err(refusals.join("; "))
+    }
+}
+
+/// Where a credential goes (a header, or a query parameter), its name there, its secret
+/// reference, and a note saying which secret to set.
+type Credential = (In, String, Value, String);
+
+/// Where a security scheme's credential is sent, its secret reference, and what it holds.
+fn secret_header(cx: &Context<'_>, name: &str, scheme: &Map<String, Value>) -> Result<(In, String, Value, String), String> {
+    let var = names::env_var(&[&cx.env_prefix, name]);
+    let kind = scheme.get("type").and_then(Value::as_str).unwrap_or_default();
+    let bearer = |holds: &str| Ok((In::Header, "Authorization".to_owned(), json!({"env": var, "prefix": "Bearer "}), holds.to_owned()));
+    match kind {
+        "apiKey" => {
+            let header = scheme.get("name").and_then(Value::as_str).unwrap_or_default();
+            match scheme.get("in").and_then(Value::as_str) {
+                Some("header") if !header.is_empty() => {
+                    Ok((In::Header, header.to_owned(), json!({"env": var}), format!("the API key sent in the {header} header")))
+                }
+                Some("query") if !header.is_empty() => {
+                    Ok((In::Query, header.to_owned(), json!({"env": var}), format!("the API key sent as the {header} query parameter")))
+                }
+                Some("cookie") => Err("an API key in a cookie: http tools send no cookies".into()),
+                _ => Err("an apiKey scheme without `in` and `name`".into()),
+            }
+        }
+        "http" => match scheme.get("scheme").and_then(Value::as_str).map(str::to_ascii_lowercase).as_deref() {
+            Some("bearer") => bearer("a bearer token"),
+            Some("basic") => Ok((
+                In::Header,
+                "Authorization".to_owned(),
+                json!({"env": var, "prefix": "Basic "}),
+                "base64 of user:password (HTTP Basic)".to_owned(),
+            )),
+            other => Err(format!("the HTTP {} scheme: http tools send Bearer or Basic credentials", other.unwrap_or("(unnamed)"))),
+        },
+        "oauth2" | "openIdConnect" => bearer("an access token obtained for this API (toolgate does not run the OAuth flow for http tools)"),
+        "mutualTLS" => Err("mutual TLS: http tools present no client certificate".into()),
+        other => Err(format!("the unknown scheme type `{other}`")),
+    }
+}
+
+/// GET and HEAD read; PUT and DELETE may be repeated; DELETE destroys. Every tool calls an
+/// API outside toolgate (open world).
+fn annotations(method: &str) -> ImportedAnnotations {
+    let mut a = ImportedAnnotations { open_world_hint: true, ..Default::default() };
+    match method {
+        "get" | "head" => a.read_only_hint = Some(true),
+        "put" => a.idempotent_hint = Some(true),
+        "delete" => {
+            a.idempotent_hint = Some(true);
+            a.destructive_hint = Some(true);
+        }
+        _ => {}
+    }
+    a
+}
+
+fn is_json(media_type: &str) -> bool {
+    let base = media_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    base == "application/json" || base == "text/json" || base.ends_with("+json") || base == "*/*"
+}
+
+/// An object schema's properties and required names, through `allOf`; `None` for anything a
+/// flat list of arguments cannot express (`oneOf`, `anyOf`, a non-object, a free-form map).
+fn object_parts(schema: &Value) -> Option<(Map<String, Value>, Vec<String>)> {
+    let object = schema.as_object()?;
+    if ["oneOf", "anyOf", "not", "$ref", "if"].iter().any(|k| object.contains_key(*k)) {
+        return None;
+    }
+    if let Some(t) = object.get("type")
+        && t != "object"
+    {
+        return None;
+    }
+    let mut properties = object.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+    let mut required: Vec<String> =
+        object.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect();
+    for member in object.get("allOf").and_then(Value::as_array).into_iter().flatten() {
+        let (p, r) = object_parts(member)?;
+        properties.extend(p);
+        required.extend(r);
+    }
+    Some((properties, required))
+}
+
+/// The OpenAPI path as a URL template path: `{param}` becomes `{argument}`, and characters a
+/// URI template may not hold literally are percent-encoded.
+fn url_template(path: &str, path_args: &BTreeMap<String, String>) -> Result<String, String> {
+    let mut out = String::with_capacity(path.len());
+    let mut rest = path;
+    while let Some(start) = rest.find('{') {
+        push_literal(&mut out, &rest[..start]);
+        let Some(len) = rest[start + 1..].find('}') else {
+            return Err(format!("the path `{path}` has an unclosed `{{`"));
+        };
+        let name = &rest[start + 1..start + 1 + len];
+        let Some(arg) = path_args.get(name) else {
+            return Err(format!("the path names `{{{name}}}`, which no path parameter declares"));
+        };
+        out.push_str(&format!("{{{arg}}}"));
+        rest = &rest[start + len + 2..];
+    }
+    push_literal(&mut out, rest);
+    if !out.starts_with('/') {
+        out.insert(0, '/');
+    }
+    Ok(out)
+}
+
+fn push_literal(out: &mut String, text: &str) {
+    for (i, c) in text.char_indices() {
+        let escaped_percent = c == '%' && text.get(i + 1..i + 3).is_some_and(|h| h.chars().all(|c| c.is_ascii_hexdigit()));
+        let plain = c.is_ascii_alphanumeric() || "-._~!$&()*+,;=:@/?#[]".contains(c) || escaped_percent;
+        if plain {
+            out.push(c);
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_parameters_become_template_variables_and_odd_characters_are_encoded() {
+        let args = BTreeMap::from([("pet-id".to_owned(), "pet_id".to_owned())]);
+        assert_eq!(url_template("/pets/{pet-id}/a b|c", &args).expect("ok"), "/pets/{pet_id}/a%20b%7Cc");
+        assert!(url_template("/pets/{other}", &args).expect_err("undeclared").contains("{other}"));
+    }
+
+    #[test]
+    fn all_of_objects_flatten_but_one_of_does_not() {
+        let s = json!({"allOf": [{"type": "object", "properties": {"a": {}}, "required": ["a"]}, {"properties": {"b": {}}}]});
+        let (props, required) = object_parts(&s).expect("flat");
+        assert_eq!(props.keys().collect::<Vec<_>>(), ["a", "b"]);
+        assert_eq!(required, ["a"]);
+        assert!(object_parts(&json!({"oneOf": [{"type": "object"}]})).is_none());
+        assert!(object_parts(&json!({"type": "array"})).is_none());
+    }
+}
