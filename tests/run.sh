@@ -49,6 +49,10 @@ else
   tests/openapi_check.sh
   step "tests/helm_check.sh (the Helm chart: lint, render, validate, compare with deploy/k8s)"
   tests/helm_check.sh
+  step "tests/openapi_import.sh (tools import openapi on published specs: GitHub, Figma, Petstore)"
+  tests/openapi_import.sh
+  step "tests/console_check.sh (the admin console in Debian's Chromium: every view, screenshots)"
+  tests/console_check.sh
   # Fuzzing (fuzz/README.md): every target for a short run, failing on any crash. The build is
   # kept between runs on this machine (a cold one takes about 10 minutes on 2 cores).
   step "fuzz/run.sh ${FUZZ_SECONDS:-15} (cargo fuzz: every target, a short run each)"

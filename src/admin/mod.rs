@@ -16,20 +16,35 @@
 //! PUT    /admin/upstreams/{name}         store a definition (create 201 / replace 200), If-Match
 //! DELETE /admin/upstreams/{name}         delete a stored definition   204
 //! POST   /admin/reload                   reload the tools file and the database now
+//! GET    /admin/catalog                  every served tool: listing, origin, scopes a call needs
+//! POST   /admin/tools/{name}/call        try a tool: an MCP tools/call with the admin's token
+//! GET    /admin/sessions                 live legacy sessions and their open streams
+//! GET    /admin/audit                    audit records, filtered, newest first
+//! GET    /admin/audit/export             the same as a JSON-lines or CSV download
+//! GET    /admin/overview                 key figures (requests, calls, latency, queues)
+//! GET    /admin/console[/{asset}]        the admin console (static; outside the gate, see console)
 //! ```
 //!
 //! Request path, outermost first: request id and trace (in `app::start_admin`), panics to
 //! 500, the admin gate ([`auth`]: bearer token with `admin.scope` when auth is on), the body
-//! limit, the handler. Every error is an RFC 9457 problem document ([`problem`]).
+//! limit, the handler. Every error is an RFC 9457 problem document ([`problem`]). The console's
+//! static files ([`console`]) are the only routes outside the gate: they hold no data.
 
 mod actor;
+mod audit;
 mod auth;
+mod catalog;
+pub mod console;
 mod extract;
 pub mod metrics;
+mod overview;
 mod problem;
+mod prom;
+mod sessions;
 mod sources;
 mod state;
 mod tools;
+mod try_call;
 mod upstreams;
 
 use axum::Router;
@@ -57,6 +72,12 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/upstreams", get(upstreams::list))
         .route("/admin/upstreams/{name}", get(upstreams::get).put(upstreams::put).delete(upstreams::delete))
         .route("/admin/reload", post(sources::reload))
+        .route("/admin/catalog", get(catalog::list))
+        .route("/admin/tools/{name}/call", post(try_call::call))
+        .route("/admin/sessions", get(sessions::list))
+        .route("/admin/audit", get(audit::list))
+        .route("/admin/audit/export", get(audit::export))
+        .route("/admin/overview", get(overview::overview))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         // Outermost first: a panic becomes a 500 problem (and is logged by the panic hook);
@@ -70,7 +91,18 @@ pub fn router(state: AdminState) -> Router {
                 .layer(axum::middleware::from_fn_with_state(state.clone(), auth::require_admin))
                 .layer(DefaultBodyLimit::max(limit)),
         )
+        // Added after the gate's layer, so outside it: the console's static shell, which a
+        // browser loads without a token (see `console`).
+        .merge(console_router())
         .with_state(state)
+}
+
+/// The console's page and files: no data, the same bytes for everyone.
+fn console_router() -> Router<AdminState> {
+    Router::new()
+        .route("/admin/console", get(console::page))
+        .route("/admin/console/boot.json", get(console::boot))
+        .route("/admin/console/{asset}", get(console::asset))
 }
 
 async fn not_found() -> Problem {

@@ -31,6 +31,8 @@ pub enum Kind {
     InsufficientScope,
     TooManyRequests,
     ReloadFailed,
+    /// A tool try-out answered with a JSON-RPC error (not a tool failure: that is a result).
+    CallFailed,
     Unavailable,
     Internal,
 }
@@ -53,6 +55,7 @@ impl Kind {
             Self::InsufficientScope => "insufficient-scope",
             Self::TooManyRequests => "too-many-requests",
             Self::ReloadFailed => "reload-failed",
+            Self::CallFailed => "call-failed",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
         }
@@ -75,6 +78,7 @@ impl Kind {
             Self::InsufficientScope => "Insufficient scope",
             Self::TooManyRequests => "Too many requests",
             Self::ReloadFailed => "Reload refused",
+            Self::CallFailed => "The tool call was answered with an error",
             Self::Unavailable => "Service unavailable",
             Self::Internal => "Internal error",
         }
@@ -85,7 +89,7 @@ impl Kind {
             Self::MalformedRequest => StatusCode::BAD_REQUEST,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::InvalidDefinition | Self::ReloadFailed => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::InvalidDefinition | Self::ReloadFailed | Self::CallFailed => StatusCode::UNPROCESSABLE_ENTITY,
             Self::NameTaken | Self::DefinedElsewhere => StatusCode::CONFLICT,
             Self::CommandToolsDisabled | Self::OperatorOnly | Self::InsufficientScope => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,

@@ -1,7 +1,11 @@
 //! What the admin API's handlers share: the stored definitions and their sources, the settings,
-//! and what the admin gate needs to authenticate, limit and audit. One `Arc`, cloned per request.
+//! what the admin gate needs to authenticate, limit and audit, and for the console the MCP
+//! endpoint's state (sessions, streams, and the admission policy a tool try-out passes) and the
+//! metrics recorder. One `Arc`, cloned per request.
 
 use std::sync::Arc;
+
+use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::audit::AuditLog;
 use crate::auth::bearer::Authenticator;
@@ -11,6 +15,7 @@ use crate::limits::Limiter;
 use crate::server::McpServer;
 use crate::store::Store;
 use crate::tooldef::Definitions;
+use crate::transport::McpState;
 use crate::transport::client_ip::TrustedProxies;
 
 /// See the module docs.
@@ -31,6 +36,12 @@ pub struct AdminShared {
     pub cluster: Arc<dyn Cluster>,
     pub auth: Option<Arc<Authenticator>>,
     pub proxies: TrustedProxies,
+    /// The MCP endpoint's state: its sessions and listen streams (`GET /admin/sessions`), and
+    /// the one [`Admission`](crate::admission::Admission) a tool try-out passes like every
+    /// MCP message (`POST /admin/tools/{name}/call`).
+    pub mcp: McpState,
+    /// The process-wide Prometheus recorder, read back by `GET /admin/overview`.
+    pub metrics: PrometheusHandle,
 }
 
 impl AdminState {

@@ -181,6 +181,8 @@ impl AppState {
             cluster: cluster.clone(),
             auth: auth.clone(),
             proxies: proxies.clone(),
+            mcp: mcp.clone(),
+            metrics: metrics.clone(),
         });
         let gate = BearerGate { auth: auth.clone(), limiter: limiter.clone(), audit: audit.clone(), proxies };
         Ok(Self(Arc::new(Shared {

@@ -63,6 +63,8 @@ pub struct Session {
     initialized: AtomicBool,
     /// Threshold for `notifications/message`, shared with running tools.
     pub log_level: Arc<AtomicU8>,
+    /// When the session was created (seconds since the epoch).
+    created: u64,
     last_seen: AtomicU64,
     next_outgoing: AtomicU64,
     pending: Mutex<HashMap<RequestId, oneshot::Sender<Result<Value, RpcError>>>>,
@@ -136,6 +138,7 @@ impl Session {
             initialized: AtomicBool::new(false),
             // Until the client sets a level, send info and above.
             log_level: Arc::new(AtomicU8::new(LogLevel::Info as u8)),
+            created: now_secs(),
             last_seen: AtomicU64::new(now_secs()),
             next_outgoing: AtomicU64::new(1),
             pending: Mutex::new(HashMap::new()),
@@ -198,6 +201,25 @@ impl Session {
 
     pub fn idle_for(&self) -> Duration {
         Duration::from_secs(now_secs().saturating_sub(self.last_seen.load(Ordering::Relaxed)))
+    }
+
+    /// When it was created and last used, in seconds since the epoch (for the admin console).
+    pub fn created_and_last_seen(&self) -> (u64, u64) {
+        (self.created, self.last_seen.load(Ordering::Relaxed))
+    }
+
+    /// The key of the principal that created it (`issuer` U+001F `subject`), `None` without auth.
+    pub fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+
+    /// Streams with a connection reading them now: the GET stream, POST response streams and the
+    /// 2024-11-05 SSE connection (for the admin console).
+    pub fn open_streams(&self) -> usize {
+        let streams = self.streams.lock();
+        let event_streams = streams.get.iter().chain(streams.posts.iter()).filter(|s| s.is_live()).count();
+        let legacy = self.legacy_out.as_ref().is_some_and(|out| !out.is_closed());
+        event_streams + usize::from(legacy)
     }
 
     /// `logging/setLevel`. With several replicas the level is stored and announced, so calls

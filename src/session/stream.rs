@@ -64,6 +64,11 @@ impl EventStream {
         self.inner.lock().finished
     }
 
+    /// Whether a connection reads it now.
+    pub fn is_live(&self) -> bool {
+        self.inner.lock().live.as_ref().is_some_and(|tx| !tx.is_closed())
+    }
+
     /// The id of the priming event (sequence 0): it carries no message, only a position.
     pub fn priming_id(&self) -> String {
         format!("{}_0", self.key)

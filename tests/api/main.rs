@@ -10,6 +10,7 @@ mod audit_support;
 mod common;
 
 mod admin_api;
+mod admin_console;
 mod admission;
 mod audit_http;
 mod audit_kill9;

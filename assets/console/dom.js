@@ -1,0 +1,109 @@
+// Small DOM and formatting helpers. Everything the console shows is built with `h`, which sets
+// text with textContent: names, descriptions and audit details come from tools and clients, and
+// are never parsed as HTML.
+
+/// `h("div", {class: "x", onclick: fn}, child, "text", [more])`: an element with attributes
+/// (`on*` keys become listeners; `false`/null values are left out) and children (strings
+/// become text nodes; arrays are flattened; null and false are skipped).
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on") && typeof value === "function") {
+      el.addEventListener(key.slice(2), value);
+    } else if (key === "dataset") {
+      Object.assign(el.dataset, value);
+    } else if (value === true) {
+      el.setAttribute(key, "");
+    } else {
+      el.setAttribute(key, String(value));
+    }
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    if (Array.isArray(child)) append(el, child);
+    else if (child instanceof Node) el.append(child);
+    else el.append(document.createTextNode(String(child)));
+  }
+}
+
+/// Replaces everything inside `el`.
+export function replace(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+}
+
+/// A table from column definitions `[{label, cell: row => content}]`.
+export function table(columns, rows, { empty = "Nothing to show.", rowAttrs } = {}) {
+  if (!rows.length) return h("p", { class: "empty" }, empty);
+  return h(
+    "div",
+    { class: "table-wrap" },
+    h(
+      "table",
+      null,
+      h("thead", null, h("tr", null, columns.map((c) => h("th", { scope: "col" }, c.label)))),
+      h("tbody", null, rows.map((row) => h("tr", rowAttrs ? rowAttrs(row) : null, columns.map((c) => h("td", null, c.cell(row)))))),
+    ),
+  );
+}
+
+/// A coloured label: `kind` is good, bad, warn or neutral.
+export function badge(text, kind = "neutral") {
+  return h("span", { class: `badge ${kind}` }, text);
+}
+
+/// A label and a figure, for the overview's cards.
+export function stat(label, value, note) {
+  return h("div", { class: "stat" }, h("div", { class: "stat-value" }, value), h("div", { class: "stat-label" }, label), note ? h("div", { class: "stat-note muted" }, note) : null);
+}
+
+/// Pretty-printed JSON in a <pre>.
+export function json(value) {
+  return h("pre", { class: "json" }, JSON.stringify(value, null, 2));
+}
+
+export function fmtTime(iso) {
+  if (!iso) return "–";
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? String(iso) : d.toLocaleString();
+}
+
+export function fmtMs(ms) {
+  if (ms === null || ms === undefined) return "–";
+  return fmtTime(new Date(ms).toISOString());
+}
+
+/// "3 s ago", "4 min ago", "2 h ago".
+export function ago(iso) {
+  if (!iso) return "–";
+  const s = Math.round((Date.now() - new Date(iso).getTime()) / 1000);
+  if (s < 60) return `${Math.max(s, 0)} s ago`;
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return `${Math.round(s / 86400)} d ago`;
+}
+
+/// Seconds as "850 µs", "12.3 ms", "1.20 s".
+export function fmtSeconds(s) {
+  if (s === null || s === undefined) return "–";
+  if (s < 0.001) return `${Math.round(s * 1e6)} µs`;
+  if (s < 1) return `${(s * 1000).toFixed(1)} ms`;
+  return `${s.toFixed(2)} s`;
+}
+
+export function fmtBytes(n) {
+  if (n === null || n === undefined) return "–";
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+export function fmtCount(n) {
+  return n === null || n === undefined ? "–" : Number(n).toLocaleString();
+}

@@ -1,0 +1,353 @@
+// Drives the admin console in Chromium (Debian's, through playwright-core) against a running
+// toolgate, as an operator would: token, tools, enable/disable, reload, a tool try-out, the
+// audit log with a filter and a CSV export, sessions, upstreams, overview. Screenshots of every
+// view go to SHOTS. Any error in the page's console (or an uncaught exception) fails the run,
+// except the refusals a step provokes on purpose (a bad token's 401/403).
+//
+// Run by tests/console_check.sh, which starts the server and passes:
+//   PLAYWRIGHT_DIR  the directory holding node_modules/playwright-core
+//   CHROMIUM        the browser binary (/usr/bin/chromium)
+//   ADMIN           the admin listener's base URL (http://127.0.0.1:PORT)
+//   MCP             the MCP endpoint (for a live session to list)
+//   MODE            "token" (auth on: ADMIN_TOKEN, MCP_ONLY_TOKEN) or "off"
+//   SHOTS           where screenshots and the exported file go
+// Prints `PASS <check>` / `FAIL <check>: <why>` lines; exits 1 on any failure.
+
+import { createRequire } from "node:module";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const require = createRequire(join(process.env.PLAYWRIGHT_DIR, "noop.js"));
+const { chromium } = require("playwright-core");
+
+const { ADMIN, MCP, MODE, SHOTS } = process.env;
+const ADMIN_TOKEN = process.env.ADMIN_TOKEN || "";
+const MCP_ONLY_TOKEN = process.env.MCP_ONLY_TOKEN || "";
+const STEP_TIMEOUT = 15000;
+
+let failures = 0;
+let step = "start";
+/// Console errors and page exceptions, with the step they happened in.
+const pageErrors = [];
+/// The refusals steps provoke on purpose, which the browser logs as console errors ("Failed
+/// to load resource: the server responded with a status of 401"): step → status.
+const expectedRefusals = new Map([
+  ["login with a bad token", 401],
+  ["login with a token lacking the admin scope", 403],
+  ["audit: a bad filter says what to change", 400],
+]);
+
+function pass(name) {
+  console.log(`PASS ${name}`);
+}
+function fail(name, why) {
+  failures += 1;
+  console.log(`FAIL ${name}: ${String(why).split("\n")[0]}`);
+}
+
+/// Runs one named check; an exception fails it. The checks build on each other, so after a
+/// failure the rest are skipped (each would only wait for its timeout).
+async function check(name, fn) {
+  if (failures) {
+    console.log(`skipped: ${name}`);
+    return;
+  }
+  step = name;
+  try {
+    await fn();
+    pass(name);
+  } catch (error) {
+    fail(name, error && error.message ? error.message : error);
+  }
+}
+
+function assert(cond, message) {
+  if (!cond) throw new Error(message);
+}
+
+/// The admin API directly (to set up, and to confirm what the console did).
+async function api(method, path, body) {
+  const headers = { accept: "application/json" };
+  if (ADMIN_TOKEN) headers.authorization = `Bearer ${ADMIN_TOKEN}`;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const res = await fetch(ADMIN + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+/// A legacy session (so the Sessions view has one to list) with its GET stream held open.
+async function openSession() {
+  const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+  if (process.env.MCP_TOKEN) headers.authorization = `Bearer ${process.env.MCP_TOKEN}`;
+  const init = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "console-check", version: "1.0" } } };
+  const res = await fetch(MCP, { method: "POST", headers, body: JSON.stringify(init) });
+  assert(res.ok, `initialize: HTTP ${res.status}`);
+  await res.text();
+  const sid = res.headers.get("mcp-session-id");
+  await fetch(MCP, { method: "POST", headers: { ...headers, "mcp-session-id": sid }, body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) });
+  const controller = new AbortController();
+  const stream = await fetch(MCP, { headers: { ...headers, accept: "text/event-stream", "mcp-session-id": sid }, signal: controller.signal });
+  assert(stream.ok, `GET stream: HTTP ${stream.status}`);
+  // Keep reading so the stream stays live; stop when aborted.
+  const reader = stream.body.getReader();
+  (async () => {
+    try {
+      while (!(await reader.read()).done);
+    } catch {
+      // aborted
+    }
+  })();
+  return { sid, close: () => controller.abort() };
+}
+
+async function shot(page, name) {
+  // From the top: a full-page capture of a scrolled page draws the sticky bar mid-page.
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: join(SHOTS, `${MODE}-${name}.png`), fullPage: true });
+}
+
+async function nav(page, view) {
+  await page.click(`#nav a[data-view="${view}"]`);
+  await page.waitForSelector(`#view[data-view="${view}"] .view-head h1`, { timeout: STEP_TIMEOUT });
+}
+
+async function main() {
+  const started = Date.now();
+  const profile = mkdtempSync(join(tmpdir(), "toolgate-console-profile-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: process.env.CHROMIUM,
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1360, height: 860 },
+    acceptDownloads: true,
+    timezoneId: "UTC",
+    locale: "en-GB",
+  });
+  const page = context.pages()[0] || (await context.newPage());
+  page.setDefaultTimeout(STEP_TIMEOUT);
+  page.on("console", (msg) => {
+    if (msg.type() === "error") pageErrors.push({ step, text: msg.text() });
+  });
+  page.on("pageerror", (error) => pageErrors.push({ step, text: `uncaught: ${error.message}` }));
+  let session = null;
+
+  try {
+    if (MODE === "token") await tokenRun(page, (s) => (session = s));
+    else await openRun(page);
+  } finally {
+    if (session) session.close();
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+
+  const unexpected = pageErrors.filter((e) => !(expectedRefusals.has(e.step) && e.text.includes(`status of ${expectedRefusals.get(e.step)} `)));
+  step = "page console";
+  if (unexpected.length) {
+    for (const e of unexpected) console.log(`  console error in "${e.step}": ${e.text}`);
+    fail("no errors in the page's console", `${unexpected.length} error(s)`);
+  } else {
+    pass(`no errors in the page's console (${pageErrors.length} expected refusal(s) logged)`);
+  }
+  console.log(`browser run (${MODE}): ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}
+
+/// Auth on: the full walk through every view.
+async function tokenRun(page, keepSession) {
+  await check("set up: a stored tool, a live session", async () => {
+    const created = await api("POST", "/admin/tools", { name: "say", description: 'Repeat the given text. Example: {"text": "hi"} returns "hi".', builtin: { id: "echo" } });
+    assert(created.status === 201 || created.status === 409, `POST /admin/tools: ${created.status}`);
+    keepSession(await openSession());
+  });
+
+  await check("the page asks for a token", async () => {
+    await page.goto(`${ADMIN}/admin/console`);
+    await page.waitForSelector("#login:not([hidden])");
+    assert(await page.isVisible("#login-dev-hint"), "the dev-mode hint is shown");
+    await shot(page, "01-login");
+  });
+
+  await check("login with a bad token", async () => {
+    await page.fill("#token", "not.a.token");
+    await page.click("#login-form button[type=submit]");
+    await page.waitForSelector("#login-reason:not([hidden])");
+    const reason = await page.textContent("#login-reason");
+    assert(/not valid/.test(reason), `the refusal's detail is shown: ${reason}`);
+  });
+
+  await check("login with a token lacking the admin scope", async () => {
+    await page.fill("#token", MCP_ONLY_TOKEN);
+    await page.click("#login-form button[type=submit]");
+    await page.waitForFunction(() => /toolgate:admin/.test(document.querySelector("#login-reason").textContent));
+    await shot(page, "02-login-refused");
+  });
+
+  await check("login with the admin token shows the overview", async () => {
+    await page.fill("#token", ADMIN_TOKEN);
+    await page.click("#login-form button[type=submit]");
+    await page.waitForSelector('#view[data-view="overview"] .stat');
+    const who = await page.textContent("#who");
+    assert(who.includes("console-e2e"), `the token's subject is shown: ${who}`);
+    const stored = await page.evaluate(() => ({ session: sessionStorage.getItem("toolgate-admin-token") !== null, local: localStorage.length }));
+    assert(stored.session && stored.local === 0, `kept in sessionStorage only: ${JSON.stringify(stored)}`);
+  });
+
+  await check("tools: every tool with its origin, and the sources", async () => {
+    await nav(page, "tools");
+    await page.waitForSelector('tr[data-tool="say"]');
+    await page.waitForSelector('tr[data-tool="echo"]');
+    await page.waitForSelector('tr[data-tool="from_file"]');
+    const sources = await page.textContent("#sources");
+    assert(sources.includes("tools file") && sources.includes("database") && sources.includes("upstream dead"), sources);
+    await shot(page, "03-tools");
+  });
+
+  await check("tools: disable and enable a stored tool", async () => {
+    await page.click('tr[data-tool="say"] button[data-action="disable"]');
+    await page.waitForSelector('tr[data-tool="say"] button[data-action="enable"]');
+    const off = await api("GET", "/admin/tools/say");
+    assert(off.body.enabled === false, `the API shows it disabled: ${JSON.stringify(off.body)}`);
+    const catalog = await api("GET", "/admin/catalog");
+    assert(!catalog.body.tools.some((t) => t.name === "say"), "no longer served");
+    await shot(page, "04-tools-disabled");
+    await page.click('tr[data-tool="say"] button[data-action="enable"]');
+    await page.waitForSelector('tr[data-tool="say"] button[data-action="disable"]');
+    const on = await api("GET", "/admin/tools/say");
+    assert(on.body.enabled === true && on.body.revision >= 3, `the API shows it enabled again: ${JSON.stringify(on.body)}`);
+  });
+
+  await check("tools: reload the sources", async () => {
+    await page.click("#reload");
+    await page.waitForSelector('.banner.ok:has-text("Reloaded")');
+    const text = await page.textContent(".banner.ok");
+    assert(/Tools file: \+0 ~0 −0; database: \+0 ~0 −0/.test(text), text);
+  });
+
+  await check("try a tool: a form from its schema, and its result", async () => {
+    await page.click('tr[data-tool="echo"] a.button-link');
+    await page.waitForSelector('#try-form[data-tool="echo"]');
+    assert((await page.inputValue("#try-tool")) === "echo", "the tool picked in the list is selected");
+    assert((await page.textContent('label[for="arg-0"]')).includes("*"), "text is marked required");
+    await page.click("#try-call");
+    await page.waitForSelector("#try-result .problem");
+    assert((await page.textContent("#try-result")).includes("text is required"), "a missing required field is caught");
+    await page.fill("#arg-0", "hello from the console");
+    await page.click("#try-call");
+    await page.waitForSelector('#try-result [data-is-error="false"]');
+    const out = await page.textContent("#try-result");
+    assert(out.includes("hello from the console"), out);
+    await shot(page, "05-try-echo");
+  });
+
+  await check("try a tool: numbers, structured content and progress", async () => {
+    await page.selectOption("#try-tool", "calculate_sum");
+    await page.waitForSelector('#try-form[data-tool="calculate_sum"]');
+    await page.fill("#arg-0", "2.5");
+    await page.fill("#arg-1", "4");
+    await page.click("#try-call");
+    await page.waitForSelector('#try-result [data-is-error="false"]');
+    assert((await page.textContent("#try-result")).includes("6.5"), "the sum");
+    await shot(page, "06-try-sum");
+    await page.selectOption("#try-tool", "report_progress_steps");
+    await page.waitForSelector('#try-form[data-tool="report_progress_steps"]');
+    await page.fill("#arg-0", "3");
+    await page.fill("#arg-1", "20");
+    await page.click("#try-call");
+    await page.waitForSelector('#try-result [data-is-error="false"]');
+    assert((await page.textContent("#try-result")).includes("notifications/progress"), "progress notifications are shown");
+  });
+
+  await check("audit: filter finds the try-out", async () => {
+    await nav(page, "audit");
+    await page.fill("#audit-tool", "echo");
+    await page.selectOption("#audit-kind", "tool_call");
+    await page.click("#audit-search");
+    await page.waitForSelector('#audit-results tr[data-tool="echo"]');
+    const rows = await page.$$eval("#audit-results tbody tr", (trs) => trs.map((tr) => tr.textContent));
+    assert(rows.length >= 1 && rows.every((r) => r.includes("echo")), `only echo: ${rows.length} rows`);
+    assert(rows.some((r) => r.includes("console-e2e")), "the call is recorded under the admin token's subject");
+    await shot(page, "07-audit");
+  });
+
+  await check("audit: a bad filter says what to change", async () => {
+    await page.fill("#audit-limit", "5000");
+    await page.click("#audit-search");
+    await page.waitForSelector(".banner.error");
+    assert((await page.textContent(".banner.error")).includes("1 to 1000"), "names the accepted range");
+    await page.fill("#audit-limit", "100");
+  });
+
+  await check("audit: export CSV", async () => {
+    const [download] = await Promise.all([page.waitForEvent("download"), page.click("#export-csv")]);
+    const name = download.suggestedFilename();
+    assert(/^toolgate-audit-\d{8}T\d{6}Z\.csv$/.test(name), name);
+    const path = join(SHOTS, `${MODE}-audit-export.csv`);
+    await download.saveAs(path);
+    const lines = readFileSync(path, "utf8").trim().split("\n");
+    assert(lines[0].startsWith("id,time,request_id"), lines[0]);
+    assert(lines.length >= 2 && lines.slice(1).every((l) => l.includes(",echo,")), `${lines.length - 1} echo rows`);
+  });
+
+  await check("sessions: the live session and its stream", async () => {
+    await nav(page, "sessions");
+    await page.waitForSelector("#view table");
+    const text = await page.textContent("#view");
+    assert(text.includes("console-check 1.0"), "the client's name and version");
+    assert(text.includes("console-e2e"), "the subject");
+    await shot(page, "08-sessions");
+  });
+
+  await check("upstreams: state and last error", async () => {
+    await nav(page, "upstreams");
+    await page.waitForSelector("#view table");
+    const text = await page.textContent("#view");
+    assert(text.includes("dead") && /connect|refused|error/i.test(text), "the unreachable upstream with its error");
+    await shot(page, "09-upstreams");
+  });
+
+  await check("overview: figures after the walk", async () => {
+    await nav(page, "overview");
+    await page.waitForSelector('#view[data-view="overview"] .stat');
+    const text = await page.textContent("#view");
+    assert(/Tool calls/.test(text) && /Audit log/.test(text), text.slice(0, 200));
+    await shot(page, "10-overview");
+  });
+
+  await check("forget the token", async () => {
+    await page.click("#sign-out");
+    await page.waitForSelector("#login:not([hidden])");
+    assert((await page.evaluate(() => sessionStorage.getItem("toolgate-admin-token"))) === null, "gone from sessionStorage");
+  });
+}
+
+/// Auth off: no token asked, the views load.
+async function openRun(page) {
+  await check("auth off: no token is asked", async () => {
+    await page.goto(`${ADMIN}/admin/console`);
+    await page.waitForSelector('#view[data-view="overview"] .stat');
+    assert(await page.isHidden("#login"), "no login");
+    assert((await page.textContent("#who")).includes("auth off"), "says auth is off");
+    await shot(page, "01-overview");
+  });
+  await check("auth off: tools and a try-out", async () => {
+    await nav(page, "tools");
+    await page.waitForSelector('tr[data-tool="echo"]');
+    await shot(page, "02-tools");
+    await page.goto(`${ADMIN}/admin/console#try/get_current_time`);
+    await page.waitForSelector('#try-form[data-tool="get_current_time"] select#arg-0');
+    await page.selectOption("#arg-0", { label: "unix" });
+    await page.click("#try-call");
+    await page.waitForSelector('#try-result [data-is-error="false"]');
+    const out = await page.textContent("#try-result pre.text-content");
+    assert(/^\d{10}$/.test(out.trim()), `a unix time: ${out}`);
+    await shot(page, "03-try-enum");
+  });
+  await check("auth off: the audit log", async () => {
+    await nav(page, "audit");
+    await page.waitForSelector('#audit-results tr[data-tool="get_current_time"]');
+  });
+}
+
+main()
+  .catch((error) => fail(`${step} (unhandled)`, error && error.stack ? error.stack : error))
+  .finally(() => process.exit(failures ? 1 : 0));
