@@ -31,6 +31,7 @@ mod connections;
 mod execution;
 mod front_door;
 mod health_http;
+mod http_progress;
 mod layers;
 mod legacy_http;
 mod legacy_streams;

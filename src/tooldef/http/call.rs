@@ -1,5 +1,6 @@
 //! One call of an `http` tool: build the request from the arguments, read the credentials,
-//! send with retries, and turn the response (or the failure) into a result.
+//! send with retries (each one reported as progress to a caller that asked for it), and turn
+//! the response (or the failure) into a result.
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -155,6 +156,11 @@ impl HttpTool {
                 let reason = outcome.as_ref().map_or_else(|_| "transport failure".to_owned(), |r| r.status().to_string());
                 tracing::info!(tool = %self.tool, host, reason, retry = retry + 1, wait_ms = wait.as_millis() as u64, "http tool: retrying");
                 drop(outcome);
+                // A caller that asked for progress hears each retry: attempts made of the most
+                // there will be, and why it waits.
+                let attempts = self.retry.retries + 1;
+                let note = format!("upstream: {reason}; retrying (attempt {} of {attempts}) in {} ms", retry + 2, wait.as_millis());
+                ctx.progress(f64::from(retry + 1), Some(f64::from(attempts)), Some(&note)).await;
                 ctx.sleep(wait).await?;
                 retry += 1;
                 continue;
