@@ -803,7 +803,7 @@ def main() -> int:
     print("```")
     print(f"date_utc: {report['date_utc']}; host: {report['host']}; pinning: {pinned}; mode: {report['mode']}; run: {report['run_s']} s")
     print(f"toolgate: {version}, {a.bin}{' (DEBUG BUILD: figures meaningless)' if debug else ''}")
-    print(f"settings: auth off, rate limits off, audit {a.audit}{' (as benches/config/full.toml)' if a.audit == "sync" else ''}, "
+    print(f"settings: auth off, rate limits off, audit {a.audit}{' (as benches/config/full.toml)' if a.audit == 'sync' else ''}, "
           f"conformance pack on, tasks.poll_interval_ms {s['poll_interval_ms']}, tasks.max_running_per_client 100000, "
           f"tools.max_concurrent_calls {max_calls}, storage defaults otherwise")
     if inherited:
