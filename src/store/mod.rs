@@ -14,7 +14,7 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
-mod nodelay;
+pub mod nodelay;
 
 pub use crate::config::storage::{BackendKind, DEFAULT_SQLITE_FILE, StorageSettings};
 

@@ -13,12 +13,13 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Sets `TCP_NODELAY` on every TCP socket of this process connected to `port`; the number set.
+/// Duplicates of this process's TCP sockets connected to `port` (the database's, here): the
+/// descriptors are ours to use and close, the sockets behind them shared with their owners.
 #[cfg(target_os = "linux")]
-pub(crate) fn set_on_connections_to(port: u16) -> std::io::Result<usize> {
+pub fn sockets_connected_to(port: u16) -> std::io::Result<Vec<rustix::fd::OwnedFd>> {
     use rustix::process::{PidfdFlags, PidfdGetfdFlags, getpid, pidfd_getfd, pidfd_open};
     let me = pidfd_open(getpid(), PidfdFlags::empty())?;
-    let mut set = 0;
+    let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc/self/fd")?.flatten() {
         let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else { continue };
         // Only sockets ("socket:[inode]"): files, pipes and the directory itself are skipped.
@@ -29,16 +30,22 @@ pub(crate) fn set_on_connections_to(port: u16) -> std::io::Result<usize> {
         // Gone since the listing (closed by another thread): nothing to do.
         let Ok(dup) = pidfd_getfd(&me, fd, PidfdGetfdFlags::empty()) else { continue };
         let peer = rustix::net::getpeername(&dup).ok().flatten().and_then(|a| std::net::SocketAddr::try_from(a).ok());
-        if peer.is_some_and(|p| p.port() == port) && rustix::net::sockopt::set_tcp_nodelay(&dup, true).is_ok() {
-            set += 1;
+        if peer.is_some_and(|p| p.port() == port) {
+            found.push(dup);
         }
     }
-    Ok(set)
+    Ok(found)
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn set_on_connections_to(_port: u16) -> std::io::Result<usize> {
-    Ok(0)
+pub fn sockets_connected_to(_port: u16) -> std::io::Result<Vec<rustix::fd::OwnedFd>> {
+    Ok(Vec::new())
+}
+
+/// Sets `TCP_NODELAY` on every TCP socket of this process connected to `port`; the number set.
+fn set_on_connections_to(port: u16) -> std::io::Result<usize> {
+    let sockets = sockets_connected_to(port)?;
+    Ok(sockets.iter().filter(|s| rustix::net::sockopt::set_tcp_nodelay(s, true).is_ok()).count())
 }
 
 /// [`set_on_connections_to`], logging a failure once per process.

@@ -81,24 +81,6 @@ fn migration_directories_are_in_lockstep() {
     assert_eq!(sqlite, postgres, "every migration exists for both backends under the same name");
 }
 
-/// Whether every TCP socket of this process connected to `port` has `TCP_NODELAY`, and how
-/// many there are (read through duplicates of the descriptors, as the store sets it).
-fn nodelay_on_sockets_to(port: u16) -> (usize, bool) {
-    use rustix::process::{PidfdFlags, PidfdGetfdFlags, getpid, pidfd_getfd, pidfd_open};
-    let me = pidfd_open(getpid(), PidfdFlags::empty()).expect("pidfd");
-    let (mut count, mut all) = (0, true);
-    for entry in std::fs::read_dir("/proc/self/fd").expect("fd list").flatten() {
-        let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else { continue };
-        let Ok(dup) = pidfd_getfd(&me, fd, PidfdGetfdFlags::empty()) else { continue };
-        let peer = rustix::net::getpeername(&dup).ok().flatten().and_then(|a| std::net::SocketAddr::try_from(a).ok());
-        if peer.is_some_and(|p| p.port() == port) {
-            count += 1;
-            all &= rustix::net::sockopt::tcp_nodelay(&dup).expect("getsockopt");
-        }
-    }
-    (count, all)
-}
-
 /// With TLS, a statement on a socket with Nagle's algorithm waits ~40 ms for the server's
 /// delayed ACK (sqlx 0.9.0 no longer sets TCP_NODELAY): every database connection has it.
 #[tokio::test]
@@ -109,8 +91,9 @@ async fn postgres_connections_do_not_wait_for_delayed_acks() {
     let Backend::Postgres(pool) = store.backend() else { panic!("a Postgres store") };
     let held: Vec<_> = futures_util::future::join_all((0..3).map(|_| pool.acquire())).await;
     let port: u16 = audit_support::pg_host().rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(5432);
-    let (count, all) = nodelay_on_sockets_to(port);
-    assert!(count >= 3, "{count} connections to port {port}");
+    let sockets = toolgate::store::nodelay::sockets_connected_to(port).expect("list the sockets");
+    assert!(sockets.len() >= 3, "{} connections to port {port}", sockets.len());
+    let all = sockets.iter().all(|s| rustix::net::sockopt::tcp_nodelay(s).expect("getsockopt"));
     assert!(all, "a database connection without TCP_NODELAY");
     drop(held);
     store.close().await;
