@@ -51,17 +51,9 @@ check() { # name command...
   record "$name" "$rc"
 }
 
-finish() {
-  [ "$failed" = 0 ] || log "failed: ${failures[*]} (logs in $LOGS)"
-  echo "openapi_import: $passed passed, $failed failed"
-  [ "$failed" = 0 ]
-}
+finish() { summary openapi_import; }
 
-if [ -z "${TOOLGATE_BIN:-}" ]; then
-  (cd "$ROOT" && cargo build --locked --bin toolgate)
-  TOOLGATE_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolgate"
-fi
-[ -x "$TOOLGATE_BIN" ] || { log "no toolgate binary at $TOOLGATE_BIN" && exit 2; }
+toolgate_bin
 command -v npm >/dev/null || { log "npm is needed to fetch the packages" && exit 2; }
 
 # ---- the documents, from the npm registry ----------------------------------------------------

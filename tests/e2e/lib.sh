@@ -98,3 +98,19 @@ run_client() { # name command...
     tail -n 20 "$LOGS/$name.stderr" >&2
   fi
 }
+
+# The summary line of a suite (each failure named, where its logs are) and its status.
+summary() { # suite
+  [ "$failed" = 0 ] || log "failed: ${failures[*]} (logs in $LOGS)"
+  echo "$1: $passed passed, $failed failed"
+  [ "$failed" = 0 ]
+}
+
+# TOOLGATE_BIN as given, else the debug build of $ROOT (built now); exits 2 without one.
+toolgate_bin() {
+  if [ -z "${TOOLGATE_BIN:-}" ]; then
+    (cd "$ROOT" && cargo build --locked --bin toolgate)
+    TOOLGATE_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolgate"
+  fi
+  [ -x "$TOOLGATE_BIN" ] || { log "no toolgate binary at $TOOLGATE_BIN" && exit 2; }
+}

@@ -44,11 +44,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-finish() {
-  [ "$failed" = 0 ] || log "failed: ${failures[*]} (logs in $LOGS)"
-  echo "oauth: $passed passed, $failed failed"
-  [ "$failed" = 0 ]
-}
+finish() { summary oauth; }
 
 for need in "$NODE" "$HARNESS_DIR/node/node_modules/@modelcontextprotocol/sdk/package.json" \
   "$HARNESS_DIR/py-mcp1/bin/python" "$HARNESS_DIR/py-mcp2/bin/python" \
@@ -62,11 +58,7 @@ for need in "$NODE" "$HARNESS_DIR/node/node_modules/@modelcontextprotocol/sdk/pa
 done
 
 # ---- toolgate binary ------------------------------------------------------------------------
-if [ -z "${TOOLGATE_BIN:-}" ]; then
-  (cd "$ROOT" && cargo build --locked --bin toolgate)
-  TOOLGATE_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolgate"
-fi
-[ -x "$TOOLGATE_BIN" ] || { log "no toolgate binary at $TOOLGATE_BIN" && exit 2; }
+toolgate_bin
 
 # ---- authorization server -------------------------------------------------------------------
 # It picks a free port itself and prints {"issuer": "http://127.0.0.1:<port>", ...} once listening.

@@ -38,17 +38,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-finish() {
-  [ "$failed" = 0 ] || log "failed: ${failures[*]} (logs in $LOGS)"
-  echo "tools: $passed passed, $failed failed"
-  [ "$failed" = 0 ]
-}
+finish() { summary tools; }
 
-if [ -z "${TOOLGATE_BIN:-}" ]; then
-  (cd "$ROOT" && cargo build --locked --bin toolgate)
-  TOOLGATE_BIN="${CARGO_TARGET_DIR:-$ROOT/target}/debug/toolgate"
-fi
-[ -x "$TOOLGATE_BIN" ] || { log "no toolgate binary at $TOOLGATE_BIN" && exit 2; }
+toolgate_bin
 
 # ---- the shipped examples validate as they are ----------------------------------------------
 rc=0
