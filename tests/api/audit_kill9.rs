@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use sqlx::Connection as _;
 use tokio::io::AsyncBufReadExt as _;
 
@@ -76,17 +76,8 @@ async fn spawn(storage: &Storage) -> (tokio::process::Child, String) {
         .spawn()
         .expect("toolgate starts");
     let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let addr = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await.expect("read stdout") {
-            let v: Value = serde_json::from_str(&line).unwrap_or_default();
-            if v["message"] == "toolgate listening" {
-                return v["addr"].as_str().expect("addr").to_owned();
-            }
-        }
-        panic!("toolgate exited before listening");
-    })
-    .await
-    .expect("toolgate listens within 30 s");
+    let listening = crate::common::log_line(&mut lines, "toolgate listening", &mut Vec::new()).await;
+    let addr = listening["addr"].as_str().expect("addr field").to_owned();
     // Keep draining the log so the child never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     (child, format!("http://{addr}/mcp"))

@@ -247,26 +247,6 @@ async fn with_1000_open_streams_and_calls_in_flight_a_stop_exits_within_the_grac
     assert_eq!(audit.spool_bytes(), 0, "everything reached the database");
 }
 
-/// Reads the JSON log lines of a child process until one has `message == wanted`.
-async fn log_line(
-    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-    wanted: &str,
-    seen: &mut Vec<Value>,
-) -> Value {
-    loop {
-        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-            .await
-            .unwrap_or_else(|_| panic!("no {wanted:?} log line; seen: {seen:#?}"))
-            .expect("read stdout")
-            .unwrap_or_else(|| panic!("stdout ended before {wanted:?}; seen: {seen:#?}"));
-        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("a log line that is not JSON ({e}): {line}"));
-        seen.push(v.clone());
-        if v["message"] == wanted {
-            return v;
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_makes_the_real_binary_end_its_streams_stop_its_calls_and_exit_within_the_grace_period() {
     use tokio::io::AsyncBufReadExt as _;
@@ -290,7 +270,7 @@ async fn sigterm_makes_the_real_binary_end_its_streams_stop_its_calls_and_exit_w
         .expect("toolgate starts");
     let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut seen = Vec::new();
-    let listening = log_line(&mut lines, "toolgate listening", &mut seen).await;
+    let listening = common::log_line(&mut lines, "toolgate listening", &mut seen).await;
     let base = format!("http://{}", listening["addr"].as_str().expect("addr field"));
     let client = reqwest::Client::new();
     let post = |body: Value, headers: &[(&str, &str)]| {
@@ -345,10 +325,10 @@ async fn sigterm_makes_the_real_binary_end_its_streams_stop_its_calls_and_exit_w
     let total = t0.elapsed();
     assert!(status.success(), "exit status {status}");
     assert!(total < Duration::from_millis(GRACE_SECS * 1000 + 1500), "exited after {total:?}");
-    let stopped = log_line(&mut lines, "tool stopped: the shutdown grace period is over", &mut seen).await;
+    let stopped = common::log_line(&mut lines, "tool stopped: the shutdown grace period is over", &mut seen).await;
     assert!(stopped["request_id"].is_string() && stopped["trace_id"].as_str().is_some_and(|t| t.len() == 32), "{stopped}");
     assert_eq!(stopped["tool"], "report_progress_steps");
-    log_line(&mut lines, "shutdown complete", &mut seen).await;
+    common::log_line(&mut lines, "shutdown complete", &mut seen).await;
 
     let storage = toolgate::store::StorageSettings { data_dir: data.path().to_owned(), ..Default::default() };
     let store = toolgate::store::Store::connect(&storage).await.expect("the database");

@@ -277,3 +277,23 @@ pub fn load_toml(text: &str) -> Result<Settings, String> {
     std::fs::write(&path, text).expect("written");
     Settings::load(Some(&path)).map_err(|e| format!("{:#}", anyhow::Error::from(e)))
 }
+
+/// Reads the JSON log lines of a child process until one has `message == wanted`.
+pub async fn log_line(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    wanted: &str,
+    seen: &mut Vec<Value>,
+) -> Value {
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no {wanted:?} log line; seen: {seen:#?}"))
+            .expect("read stdout")
+            .unwrap_or_else(|| panic!("stdout ended before {wanted:?}; seen: {seen:#?}"));
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("a log line that is not JSON ({e}): {line}"));
+        seen.push(v.clone());
+        if v["message"] == wanted {
+            return v;
+        }
+    }
+}
