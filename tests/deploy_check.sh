@@ -36,24 +36,10 @@ fi
 started=$SECONDS
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/toolgate-deploy-check.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
-passed=0 failed=0 skipped=0
-failures=()
+# shellcheck source=tests/check_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
 log() { printf '[deploy-check] %s\n' "$*" >&2; }
-pass() { printf 'PASS  %s\n' "$1"; passed=$((passed + 1)); }
-skip() { printf 'SKIP  %s: %s\n' "$1" "$2"; skipped=$((skipped + 1)); }
-fail() {
-  printf 'FAIL  %s\n' "$1"
-  [ -s "$WORK/out" ] && sed -n '1,40s/^/      /p' "$WORK/out"
-  failed=$((failed + 1))
-  failures+=("$1")
-}
-# check NAME CMD...: runs CMD, output to $WORK/out, PASS or FAIL with the first 40 lines.
-check() {
-  local name="$1"
-  shift
-  if "$@" >"$WORK/out" 2>&1; then pass "$name"; else fail "$name"; fi
-}
 
 # ---- validators -----------------------------------------------------------------------------
 mkdir -p "$CACHE"
