@@ -39,7 +39,7 @@ pub fn router(state: AppState) -> Router {
                 // After the drain delay of a shutdown: 503 before any other work; then Host/Origin.
                 .layer(guard::GateLayer::new(host_guard.clone(), state.closing.clone(), settings.max_body_bytes))
                 .layer(cors_layer(host_guard))
-                .layer(axum::middleware::from_fn_with_state(state.gate.clone(), crate::transport::bearer::require)),
+                .layer(state.gate.clone()),
         )
         .with_state(state.clone());
 

@@ -5,14 +5,24 @@
 //! header, 403 `insufficient_scope` naming the scopes needed, 503 when the issuer's keys cannot
 //! be had. Addresses locked out for failed authentications are refused before any
 //! verification work, except for JWTs (see [`Authenticator::verifies_locally`]).
+//!
+//! A plain tower layer, not `axum::middleware::from_fn`: with auth off, or for a preflight,
+//! the request goes straight to the inner service with nothing boxed or cloned; only a request
+//! whose token is verified pays for one boxed future (`from_fn` boxed and cloned the inner
+//! service on every request, auth or not).
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::net::IpAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, Response, StatusCode, header};
-use axum::middleware::Next;
+use futures_util::future::Either;
+use tower::{Layer, Service};
 
 use super::client_ip::TrustedProxies;
 use super::headers;
@@ -44,19 +54,61 @@ pub fn locked_out(
     (!auth.verifies_locally(headers)).then_some(rejection)
 }
 
-/// The middleware. Without an authenticator (auth off) every request passes.
-pub async fn require(State(app): State<BearerGate>, mut request: Request, next: Next) -> Response<Body> {
-    let Some(auth) = app.auth.clone() else { return next.run(request).await };
-    // Preflights carry no credentials by design; CORS answers them.
-    if request.method() == axum::http::Method::OPTIONS {
-        return next.run(request).await;
+impl<S> Layer<S> for BearerGate {
+    type Service = Bearer<S>;
+
+    fn layer(&self, inner: S) -> Bearer<S> {
+        Bearer { inner, gate: self.clone() }
     }
+}
+
+/// The gate around an inner service; see [`BearerGate`] and the module's note.
+#[derive(Clone)]
+pub struct Bearer<S> {
+    inner: S,
+    gate: BearerGate,
+}
+
+type Boxed = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+impl<S> Service<Request> for Bearer<S>
+where
+    S: Service<Request, Response = Response<Body>, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Either<S::Future, Boxed>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        // Without an authenticator (auth off) every request passes; preflights carry no
+        // credentials by design, and CORS answers them.
+        let Some(auth) = self.gate.auth.clone() else { return Either::Left(self.inner.call(request)) };
+        if request.method() == axum::http::Method::OPTIONS {
+            return Either::Left(self.inner.call(request));
+        }
+        // The service that was polled ready serves this request; its clone serves the next.
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        Either::Right(Box::pin(require(self.gate.clone(), auth, request, ready)))
+    }
+}
+
+/// Verifies the request's token and passes it on with its principal, or answers the refusal.
+async fn require<S>(app: BearerGate, auth: Arc<Authenticator>, mut request: Request, mut next: S) -> Result<Response<Body>, Infallible>
+where
+    S: Service<Request, Response = Response<Body>, Error = Infallible>,
+{
     let caller = super::extract::caller(&app.proxies, request.extensions(), request.headers());
     let ip = caller.ip;
     if let Some(rejection) = locked_out(app.limiter.as_ref(), &auth, ip, request.headers()) {
         tracing::info!(ip = ?ip, "request refused: too many failed authentication attempts");
         crate::metrics::record::rate_limited(rejection.reason.as_str());
-        return super::refusal::limited(&rejection, None);
+        return Ok(super::refusal::limited(&rejection, None));
     }
     // The span records the verdict only: never the token.
     let span = tracing::info_span!("auth", outcome = tracing::field::Empty);
@@ -71,7 +123,7 @@ pub async fn require(State(app): State<BearerGate>, mut request: Request, next: 
                 request.extensions_mut().insert(token);
             }
             request.extensions_mut().insert(Arc::new(principal));
-            next.run(request).await
+            next.call(request).await
         }
         Err(refusal) => {
             crate::metrics::record::auth_refused(refusal.metric_reason());
@@ -88,7 +140,7 @@ pub async fn require(State(app): State<BearerGate>, mut request: Request, next: 
                 caller.audit_in_background(audit, AuditRecord::new(kind, Outcome::Denied).with_detail(refusal.kind()));
             }
             let refused = challenge(&auth, &refusal);
-            discard_body(request, refused).await
+            Ok(discard_body(request, refused).await)
         }
     }
 }
