@@ -37,9 +37,9 @@ pub async fn require_admin(State(app): State<AdminState>, mut request: Request, 
             request.extensions_mut().insert(Arc::new(principal));
             return next.run(request).await;
         }
-        // RFC 6750 §3.1: the scope list names what the request needs, held scopes included.
-        Ok(principal) => Refusal::InsufficientScope(with_admin_scope(principal.scopes.into_iter().collect(), scope)),
-        Err(Refusal::InsufficientScope(needed)) => Refusal::InsufficientScope(with_admin_scope(needed, scope)),
+        // RFC 6750 §3.1: the scope the request needs, and only it: the token's other scopes
+        // (the MCP ones, say) are neither needed here nor lost by asking for this one.
+        Ok(_) | Err(Refusal::InsufficientScope(_)) => Refusal::InsufficientScope(vec![scope.to_owned()]),
         Err(refusal) => refusal,
     };
     if let (Some(limiter), Some(ip), Refusal::Invalid(_) | Refusal::Malformed(_)) = (&app.limiter, ip, &refusal) {
@@ -95,14 +95,6 @@ fn admin_scope_hint(challenge: &str, required: &[String], admin_scope: &str) -> 
     challenge.replacen(&current, &format!("scope=\"{admin_scope}\""), 1)
 }
 
-/// `needed` plus the admin scope, unless it is listed already.
-fn with_admin_scope(mut needed: Vec<String>, scope: &str) -> Vec<String> {
-    if !needed.iter().any(|s| s == scope) {
-        needed.push(scope.to_owned());
-    }
-    needed
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,7 +112,7 @@ mod tests {
     #[test]
     fn an_insufficient_scope_challenge_keeps_its_list() {
         let required = vec!["mcp:tools".to_owned()];
-        let insufficient = r#"Bearer error="insufficient_scope", scope="mcp:tools toolgate:admin""#;
+        let insufficient = r#"Bearer error="insufficient_scope", scope="toolgate:admin""#;
         assert_eq!(admin_scope_hint(insufficient, &required, "toolgate:admin"), insufficient);
     }
 }

@@ -456,6 +456,8 @@ async fn the_admin_scope_alone_is_enough_and_the_refusal_names_only_it() {
     refused.assert_problem(403, "insufficient-scope");
     let detail = refused.body["detail"].as_str().unwrap_or_default().to_owned();
     assert!(detail.contains("toolgate:admin") && detail.contains("MCP scopes are not needed"), "{detail}");
+    let challenge = refused.header("www-authenticate");
+    assert!(challenge.contains(r#"error="insufficient_scope""#) && challenge.contains(r#"scope="toolgate:admin""#), "{challenge}");
     let missing = Admin::new(&s).get("/admin/tools").await;
     assert!(missing.header("www-authenticate").contains("scope=\"toolgate:admin\""), "{}", missing.header("www-authenticate"));
     assert_eq!(Admin::with_token(&s, &mint("toolgate:admin")).get("/admin/tools").await.status, StatusCode::OK);
@@ -585,4 +587,30 @@ async fn postgres_stores_definitions_the_same_way() {
     let details: Vec<String> = admin_changes(&s, 6).await.into_iter().filter_map(|r| r.detail).collect();
     assert_eq!(details.len(), 6, "{details:?}");
     s.running.stop().await.expect("stops");
+}
+
+/// A stored `command` tool that hands a script to a shell is valid, and the API says what
+/// `tools validate` says about it; a plain one has no warnings.
+#[tokio::test]
+async fn a_stored_shell_wrapper_comes_back_with_a_warning() {
+    let s = TestServer::with(|c| {
+        c.admin.allow_command_tools = true;
+        c.tools.command.allowed_programs = vec!["/bin/sh".into(), "/bin/ls".into()];
+    })
+    .await;
+    let wrapper = json!({
+        "name": "grep_log",
+        "description": "Greps the log. Example: {\"q\": \"error\"} lists the error lines.",
+        "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+        "command": {"program": "/bin/sh", "args": ["-c", "grep -- {q} /var/log/app.log"]}
+    });
+    let created = Admin::new(&s).post("/admin/tools", &wrapper).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    let warnings = created.body["warnings"].as_array().expect("warnings").clone();
+    assert!(warnings.len() == 1 && warnings[0].as_str().is_some_and(|w| w.contains("runs a shell")), "{warnings:?}");
+    assert_eq!(Admin::new(&s).get("/admin/tools/grep_log").await.body["warnings"], json!(warnings));
+
+    let plain = json!({"name": "list_dir", "description": "List a directory. Example: {} lists it.", "command": {"program": "/bin/ls", "args": ["-1"]}});
+    let created = Admin::new(&s).post("/admin/tools", &plain).await;
+    assert_eq!((created.status, &created.body["warnings"]), (StatusCode::CREATED, &json!([])), "{}", created.body);
 }
