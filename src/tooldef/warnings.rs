@@ -22,12 +22,19 @@ pub fn warnings(raws: &[RawDef]) -> Vec<String> {
 fn shell_wrapper(raw: &RawDef) -> Option<String> {
     let command = raw.value.get("command")?;
     let program = command.get("program").and_then(Value::as_str)?;
-    let name = program.rsplit('/').next().unwrap_or(program);
-    if !SHELLS.contains(&name) {
+    let args: Vec<&str> = command.get("args").and_then(Value::as_array)?.iter().filter_map(Value::as_str).collect();
+    let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_owned();
+    // `env [NAME=value ...] sh -c ...` runs the same shell.
+    let (name, args) = if base(program) == "env" {
+        let at = args.iter().position(|a| !a.contains('=') && !a.starts_with('-'))?;
+        (base(args[at]), &args[at + 1..])
+    } else {
+        (base(program), &args[..])
+    };
+    if !SHELLS.contains(&name.as_str()) {
         return None;
     }
-    let args = command.get("args").and_then(Value::as_array)?;
-    let runs_code = args.iter().filter_map(Value::as_str).any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c'));
+    let runs_code = args.iter().any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c'));
     runs_code.then(|| {
         format!(
             "command.program runs a shell with -c ({program}): the shell parses its script again, so an argument value placed in it can run commands of its own; run the program itself, with one template element per argument"
@@ -57,6 +64,14 @@ mod tests {
     #[test]
     fn combined_flags_with_c_count_too() {
         assert_eq!(warnings(&[raw(json!({"name": "t", "command": {"program": "bash", "args": ["-ec", "x"]}}))]).len(), 1);
+    }
+
+    #[test]
+    fn a_shell_started_through_env_is_warned_about_too() {
+        let env = json!({"name": "t", "command": {"program": "/usr/bin/env", "args": ["LC_ALL=C", "sh", "-c", "grep {q} log"]}});
+        assert_eq!(warnings(&[raw(env)]).len(), 1);
+        let plain = json!({"name": "t", "command": {"program": "/usr/bin/env", "args": ["LC_ALL=C", "git", "-c", "x=y", "log"]}});
+        assert!(warnings(&[raw(plain)]).is_empty());
     }
 
     #[test]
