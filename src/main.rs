@@ -25,7 +25,7 @@ use toolgate::config::Settings;
   toolgate serve --bind 0.0.0.0:8080 -c prod.toml  serve a settings file on every interface
   toolgate dev-token                              a token for the dev-mode server (scope mcp:tools, 1 h)
   toolgate check-config -c prod.toml              check a settings file and print what it sets
-  toolgate tools validate deploy/tools            check tool definitions, every problem listed
+  toolgate tools validate tools.toml              check tool definitions, every problem listed
   toolgate tools import openapi api.yaml --out tools.toml   http tools from an OpenAPI 3 document
 
 Every setting can come from the environment: TOOLGATE__SECTION__KEY (TOOLGATE__AUTH__MODE=jwt)."

@@ -134,17 +134,25 @@ pub async fn run(settings: Settings, command: ToolsCommand) -> anyhow::Result<()
             for warning in toolgate::tooldef::warnings(&raws) {
                 eprintln!("warning: {warning}");
             }
-            let compiled = compile_all(&raws, &settings, Origin::File, &path.display().to_string())
-                .map_err(|e| anyhow::anyhow!("invalid tool definitions:\n{e}"))?;
-            // A name a built-in pack already serves would make the server refuse the file.
+            // A name a built-in pack already serves would make the server refuse the file: said
+            // in the same report as the definitions' own problems, so one run shows everything.
             let packs = code_tools(&settings)?;
-            let taken: Vec<&str> = compiled.iter().map(|c| c.name.as_str()).filter(|n| packs.iter().any(|(name, _)| name == n)).collect();
-            anyhow::ensure!(
-                taken.is_empty(),
-                "{}: {} already served by a built-in pack; rename the definition or switch the pack off ([tools.packs])",
-                path.display(),
-                taken.join(", ")
-            );
+            let taken: Vec<String> =
+                raws.iter().enumerate().map(|(i, raw)| raw.label(i)).filter(|n| packs.iter().any(|(name, _)| name == n)).collect();
+            let taken = (!taken.is_empty()).then(|| {
+                format!(
+                    "{}: {} already served by a built-in pack; rename the definition, or switch the pack off under [tools.packs] \
+                     (the examples pack is on by default: examples = false, or TOOLGATE__TOOLS__PACKS__EXAMPLES=false)",
+                    path.display(),
+                    taken.join(", ")
+                )
+            });
+            let compiled = match (compile_all(&raws, &settings, Origin::File, &path.display().to_string()), taken) {
+                (Ok(compiled), None) => compiled,
+                (Ok(_), Some(taken)) => anyhow::bail!("{taken}"),
+                (Err(e), None) => anyhow::bail!("invalid tool definitions:\n{e}"),
+                (Err(e), Some(taken)) => anyhow::bail!("invalid tool definitions:\n{e}\n{taken}"),
+            };
             let names: Vec<&str> = compiled.iter().map(|c| c.name.as_str()).collect();
             let _ = writeln!(out, "{}: {} valid tool definitions: {}", path.display(), compiled.len(), names.join(", "));
             Ok(())

@@ -41,8 +41,8 @@ pub enum StoreError {
     Config(String),
     #[error("cannot create the data directory {path}")]
     DataDir { path: PathBuf, source: std::io::Error },
-    #[error("cannot connect to the {backend} database at {target} (storage.url)")]
-    Connect { backend: &'static str, target: String, source: sqlx::Error },
+    #[error("cannot connect to the {backend} database at {target} ({setting})")]
+    Connect { backend: &'static str, target: String, setting: &'static str, source: sqlx::Error },
     #[error("cannot apply the {backend} migrations")]
     Migrate { backend: &'static str, source: sqlx::migrate::MigrateError },
     #[error(transparent)]
@@ -80,8 +80,10 @@ impl Store {
         // The data directory holds the audit spool even when the database is Postgres.
         std::fs::create_dir_all(&data_dir).map_err(|source| StoreError::DataDir { path: data_dir.clone(), source })?;
         let url = settings.effective_url();
+        // The setting that put the database there: the URL when one is set, else the directory.
+        let setting = if settings.url.is_some() { "storage.url" } else { "storage.data_dir" };
         let backend = match settings.backend().map_err(StoreError::Config)? {
-            BackendKind::Sqlite => Backend::Sqlite(connect_sqlite(&url, settings).await?),
+            BackendKind::Sqlite => Backend::Sqlite(connect_sqlite(&url, setting, settings).await?),
             BackendKind::Postgres => Backend::Postgres(connect_postgres(&url, settings).await?),
         };
         Ok(Self { backend, data_dir })
@@ -153,8 +155,8 @@ fn where_is(url: &str) -> String {
     }
 }
 
-async fn connect_sqlite(url: &str, settings: &StorageSettings) -> Result<SqlitePool, StoreError> {
-    let connect = |source| StoreError::Connect { backend: "sqlite", target: where_is(url), source };
+async fn connect_sqlite(url: &str, setting: &'static str, settings: &StorageSettings) -> Result<SqlitePool, StoreError> {
+    let connect = |source| StoreError::Connect { backend: "sqlite", target: where_is(url), setting, source };
     let options = SqliteConnectOptions::from_str(url)
         .map_err(connect)?
         .create_if_missing(true)
@@ -175,11 +177,11 @@ async fn connect_sqlite(url: &str, settings: &StorageSettings) -> Result<SqliteP
 }
 
 async fn connect_postgres(url: &str, settings: &StorageSettings) -> Result<PgPool, StoreError> {
-    let connect = |source| StoreError::Connect { backend: "postgres", target: where_is(url), source };
+    let connect = |source| StoreError::Connect { backend: "postgres", target: where_is(url), setting: "storage.url", source };
     let options = PgConnectOptions::from_str(url).map_err(connect)?.application_name("toolgate");
     // Over TCP (not a Unix socket), each new connection gets TCP_NODELAY (`nodelay`'s docs).
     let tcp_port = options.get_socket().is_none().then(|| options.get_port());
-    PgPoolOptions::new()
+    let pool = PgPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout())
         // A connection that died while idle (database restart, proxy cut) is found and replaced
@@ -193,9 +195,24 @@ async fn connect_postgres(url: &str, settings: &StorageSettings) -> Result<PgPoo
                 Ok(())
             })
         })
-        .connect_with(options)
-        .await
-        .map_err(connect)
+        .connect_with(options.clone())
+        .await;
+    match pool {
+        Ok(pool) => Ok(pool),
+        Err(e) => Err(connect(with_cause(e, &options, settings.acquire_timeout()).await)),
+    }
+}
+
+/// The pool reports a database it cannot reach as "pool timed out", which hides why: one
+/// direct connection attempt finds the reason (refused, unknown host, bad password) to report.
+async fn with_cause(e: sqlx::Error, options: &PgConnectOptions, within: Duration) -> sqlx::Error {
+    if !matches!(e, sqlx::Error::PoolTimedOut) {
+        return e;
+    }
+    match tokio::time::timeout(within, <sqlx::PgConnection as sqlx::Connection>::connect_with(options)).await {
+        Ok(Err(cause)) => cause,
+        _ => e,
+    }
 }
 
 #[cfg(test)]

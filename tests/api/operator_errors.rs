@@ -82,7 +82,22 @@ async fn a_database_that_cannot_be_reached_is_named_without_its_password() {
     })
     .await;
     assert!(error.contains("127.0.0.1:1/toolgate") && error.contains("storage.url"), "{error}");
+    assert!(error.to_lowercase().contains("refused"), "the reason: {error}");
     assert!(!error.contains("s3cret"), "{error}");
+}
+
+#[tokio::test]
+async fn a_sqlite_file_that_cannot_be_opened_is_named_with_its_setting_and_reason() {
+    let data = tempfile::tempdir().expect("data dir");
+    // Where the database file should be, a directory: SQLite cannot open it.
+    std::fs::create_dir(data.path().join("toolgate.db")).expect("dir");
+    let error = start_error(|s| {
+        s.storage.url = None;
+        s.storage.data_dir = data.path().to_owned();
+    })
+    .await;
+    assert!(error.contains("toolgate.db") && error.contains("storage.data_dir"), "{error}");
+    assert!(error.contains("unable to open") || error.contains("directory"), "the reason: {error}");
 }
 
 fn toolgate(args: &[&str], data: &std::path::Path) -> std::process::Output {
@@ -114,11 +129,19 @@ fn serve_bind_that_is_not_an_address_is_refused_by_the_parser() {
 #[test]
 fn every_commands_config_option_says_what_it_takes() {
     let data = tempfile::tempdir().expect("data dir");
-    for command in ["serve", "check-config", "dev-token", "migrate", "healthcheck"] {
-        let out = toolgate(&[command, "--help"], data.path());
+    for command in [&["serve"][..], &["check-config"], &["dev-token"], &["migrate"], &["healthcheck"], &["audit"], &["tools", "validate"]] {
+        let out = toolgate(&[command, &["--help"]].concat(), data.path());
         let help = String::from_utf8_lossy(&out.stdout);
-        assert!(help.contains("--config <FILE>") && help.contains("TOOLGATE__SECTION__KEY"), "{command}: {help}");
+        assert!(help.contains("--config <FILE>") && help.contains("TOOLGATE__SECTION__KEY"), "{command:?}: {help}");
     }
+}
+
+#[test]
+fn the_top_level_help_ends_with_examples_and_the_environment_form() {
+    let data = tempfile::tempdir().expect("data dir");
+    let help = String::from_utf8_lossy(&toolgate(&["--help"], data.path()).stdout).into_owned();
+    assert!(help.contains("Examples:") && help.contains("toolgate serve") && help.contains("toolgate dev-token"), "{help}");
+    assert!(help.contains("TOOLGATE__SECTION__KEY"), "{help}");
 }
 
 #[test]
@@ -131,4 +154,31 @@ fn a_command_tool_that_wraps_a_shell_validates_with_a_warning() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "a warning, not a refusal: {stderr}");
     assert!(stderr.contains("warning") && stderr.contains("grep_log") && stderr.contains("runs a shell"), "{stderr}");
+}
+
+/// The shipped tools directory on the defaults (the examples pack on): `tools validate` names
+/// the pack setting in the same report as every other problem.
+#[test]
+fn validating_a_file_that_clashes_with_a_built_in_pack_names_the_pack_setting() {
+    let data = tempfile::tempdir().expect("data dir");
+    let tools = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/tools");
+    let out = toolgate(&["tools", "validate", tools], data.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("analyze_csv") && stderr.contains("TOOLGATE__TOOLS__PACKS__EXAMPLES=false"), "{stderr}");
+}
+
+/// The same clash when serving: the start-up error says which setting switches the pack off.
+#[tokio::test]
+async fn serving_a_file_that_clashes_with_a_built_in_pack_names_the_pack_setting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("tools.toml");
+    let definition = "[[tools]]\nname = \"analyze_csv\"\nbuiltin = { id = \"analyze_csv\" }\n";
+    std::fs::write(&file, definition).expect("written");
+    let error = start_error(|s| {
+        s.tools.packs.examples = true;
+        s.tools.path = Some(file.clone());
+    })
+    .await;
+    assert!(error.contains("analyze_csv") && error.contains("TOOLGATE__TOOLS__PACKS__EXAMPLES=false"), "{error}");
 }
