@@ -124,15 +124,58 @@ async fn serve_one(
     timeout: Duration,
 ) {
     // hyper's header timeout starts once it knows the protocol (HTTP/1 or HTTP/2), which takes
-    // a first byte: a connection that never sends one is closed here.
-    // (`peek`, not `readable`: readiness may be reported before any byte is there.)
-    if !matches!(tokio::time::timeout(timeout, tcp.peek(&mut [0u8; 1])).await, Ok(Ok(1..))) {
-        return;
-    }
+    // first bytes: a connection that does not send them in time is closed here.
+    let Ok(Some(version)) = tokio::time::timeout(timeout, sniff(&tcp)).await else { return };
+    let builder = match version {
+        Version::Http1 => builder.http1_only(),
+        Version::Http2 => builder.http2_only(),
+    };
     let conn = builder.serve_connection(TokioIo::new(tcp), hyper_util::service::TowerToHyperService::new(service));
     if let Err(e) = watcher.watch(conn.into_owned()).await {
         tracing::trace!(error = %e, "connection ended with an error");
     }
+}
+
+/// What a connection's first bytes say it speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Version {
+    Http1,
+    /// HTTP/2 with prior knowledge (h2c): the connection preface.
+    Http2,
+}
+
+/// HTTP/2's connection preface (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Tells HTTP/1 from HTTP/2 by peeking at the first bytes, consuming none; `None` when the
+/// connection closes or fails first. hyper-util's own detection reads the 24 bytes and hands
+/// them back to hyper, whose read buffer then doubles to 16 KiB on the next read and keeps
+/// that size for the connection's life (measured on idle SSE streams: BENCHMARKS.md); with
+/// nothing consumed, hyper's first read fills its 8 KiB buffer directly.
+async fn sniff(tcp: &tokio::net::TcpStream) -> Option<Version> {
+    let mut buf = [0u8; H2_PREFACE.len()];
+    let mut seen = 0;
+    loop {
+        let n = tcp.peek(&mut buf).await.ok().filter(|n| *n > 0)?;
+        if let Some(version) = classify(&buf[..n]) {
+            return Some(version);
+        }
+        if n == seen {
+            // Nothing new since the last look (`peek` returns at once while the bytes seen
+            // are still there): wait for more.
+            tcp.readable().await.ok()?;
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        seen = n;
+    }
+}
+
+/// The version `first` bytes decide, or `None` while they are a strict prefix of the preface.
+fn classify(first: &[u8]) -> Option<Version> {
+    if !H2_PREFACE.starts_with(first) {
+        return Some(Version::Http1);
+    }
+    (first.len() == H2_PREFACE.len()).then_some(Version::Http2)
 }
 
 /// After `stop`: idle connections close now, busy ones when their response is done.
@@ -414,4 +457,23 @@ pub fn auto_max_connections(file_limit: Option<u64>) -> usize {
     let Some(limit) = file_limit else { return 10_000 };
     let reserve = (limit / 10).max(64);
     usize::try_from(limit.saturating_sub(reserve)).unwrap_or(usize::MAX).max(16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_http1_request_is_told_apart_at_its_first_byte_that_differs_from_the_preface() {
+        assert_eq!(classify(b"POST /mcp HTTP/1.1\r\n"), Some(Version::Http1));
+        assert_eq!(classify(b"G"), Some(Version::Http1));
+        assert_eq!(classify(b"PUT"), Some(Version::Http1));
+    }
+
+    #[test]
+    fn the_http2_preface_is_told_only_once_complete() {
+        assert_eq!(classify(b"P"), None);
+        assert_eq!(classify(&H2_PREFACE[..23]), None);
+        assert_eq!(classify(H2_PREFACE), Some(Version::Http2));
+    }
 }

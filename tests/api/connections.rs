@@ -63,6 +63,39 @@ async fn a_trickled_request_head_is_closed_after_the_header_timeout() {
     assert!(started.elapsed() < Duration::from_secs(3), "closed after {:?}", started.elapsed());
 }
 
+/// The first bytes tell HTTP/1 from HTTP/2 without being consumed: a head that arrives one
+/// byte first, the rest later, is served whole.
+#[tokio::test]
+async fn a_request_head_whose_first_byte_comes_alone_is_served() {
+    let s = fast_timeouts().await;
+    let mut tcp = connect(&s).await;
+    tcp.write_all(b"G").await.expect("sent");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    tcp.write_all(b"ET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").await.expect("sent");
+    let (answer, _) = read_until_closed(&mut tcp, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// HTTP/2 with prior knowledge (h2c), as a proxy in front may speak it, is served.
+#[tokio::test]
+async fn http2_with_prior_knowledge_is_served() {
+    let s = fast_timeouts().await;
+    let client = reqwest::Client::builder().http2_prior_knowledge().build().expect("client");
+    let answer = client.get(format!("{}/healthz", s.base)).send().await.expect("answered");
+    assert_eq!((answer.version(), answer.status()), (reqwest::Version::HTTP_2, reqwest::StatusCode::OK));
+}
+
+/// A connection that stops partway through the HTTP/2 preface is closed like any slow head.
+#[tokio::test]
+async fn a_partial_http2_preface_is_closed_after_the_header_timeout() {
+    let s = fast_timeouts().await;
+    let mut tcp = connect(&s).await;
+    let started = Instant::now();
+    tcp.write_all(b"PRI * HTTP/2.0\r\n").await.expect("sent");
+    let (_, _) = read_until_closed(&mut tcp, Duration::from_secs(5)).await;
+    assert!(started.elapsed() < Duration::from_secs(2), "closed after {:?}", started.elapsed());
+}
+
 #[tokio::test]
 async fn an_idle_kept_alive_connection_is_closed_after_the_header_timeout() {
     let s = fast_timeouts().await;
