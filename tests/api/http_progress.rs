@@ -1,12 +1,57 @@
-//! An `http` tool tells a caller that asked for progress about each retry: which attempt of
-//! how many, after what answer, and how long it waits.
+//! An `http` tool tells a caller that asked for progress about each retry (which attempt of
+//! how many, after what answer, and how long it waits) and, when it pages, about the page it
+//! read (how far through the collection, of how many, and where the next page starts).
 
 use crate::common;
 
 use common::{SseReader, TestServer};
 use serde_json::json;
-use wiremock::matchers::method;
+use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
+
+/// Calls `name` in a new session with a progress token; the progress notifications and the answer.
+async fn call_with_progress(s: &TestServer, name: &str, arguments: serde_json::Value) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let sid = s.initialize("2025-11-25").await;
+    let body =
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":name,"arguments":arguments,"_meta":{"progressToken":"r"}}});
+    let mut reader = SseReader::new(s.post(&body.to_string(), &[("mcp-session-id", &sid)]).await);
+    let mut progress = Vec::new();
+    loop {
+        let (_, msg) = reader.next_message().await.expect("the stream runs to the response");
+        if msg["method"] == "notifications/progress" {
+            progress.push(msg["params"].clone());
+        } else {
+            return (progress, msg);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_paginated_call_reports_the_page_it_read() {
+    let upstream = MockServer::start().await;
+    let page = json!({"total_count": 5, "items": [{"name": "c"}, {"name": "d"}]});
+    Mock::given(path("/repos")).respond_with(ResponseTemplate::new(200).set_body_json(page)).mount(&upstream).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("tools.toml");
+    let tools = format!(
+        "[[tools]]\nname = \"list_repos\"\ndescription = \"Lists repositories. Example: {{}}\"\n\
+         input_schema = {{ type = \"object\", properties = {{ limit = {{ type = \"integer\" }}, offset = {{ type = \"integer\" }} }} }}\n\
+         [tools.http]\nurl = \"{}/repos\"\nresponse = {{ structured = \"/items\" }}\n\
+         [tools.http.pagination]\nlimit = \"per_page\"\npage = \"page\"\ndefault_limit = 2\ntotal_count = \"/total_count\"\n",
+        upstream.uri()
+    );
+    std::fs::write(&file, tools).expect("write tools file");
+    let s = TestServer::with(move |s| {
+        s.tools.path = Some(file);
+        s.tools.http.allow_hosts = vec!["127.0.0.1".into()];
+    })
+    .await;
+    let (progress, answer) = call_with_progress(&s, "list_repos", json!({"offset": 2})).await;
+    assert_eq!(answer["result"]["structuredContent"]["next_offset"], 4, "{answer}");
+    assert_eq!(progress.len(), 1, "{progress:?}");
+    assert_eq!((progress[0]["progress"].as_f64(), progress[0]["total"].as_f64()), (Some(4.0), Some(5.0)), "{progress:?}");
+    assert_eq!(progress[0]["message"], "items 3-4 of 5; more from offset 4");
+}
 
 #[tokio::test]
 async fn each_retry_reaches_the_caller_as_a_progress_notification() {
@@ -26,18 +71,7 @@ async fn each_retry_reaches_the_caller_as_a_progress_notification() {
         s.tools.http.retry_base_delay_ms = 10;
     })
     .await;
-    let sid = s.initialize("2025-11-25").await;
-    let body = json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"flaky","arguments":{},"_meta":{"progressToken":"r"}}});
-    let mut reader = SseReader::new(s.post(&body.to_string(), &[("mcp-session-id", &sid)]).await);
-    let mut progress = Vec::new();
-    let answer = loop {
-        let (_, msg) = reader.next_message().await.expect("the stream runs to the response");
-        if msg["method"] == "notifications/progress" {
-            progress.push(msg["params"].clone());
-        } else {
-            break msg;
-        }
-    };
+    let (progress, answer) = call_with_progress(&s, "flaky", json!({})).await;
     assert_eq!(answer["result"]["structuredContent"], json!({"ok": true}), "{answer}");
     let steps: Vec<(f64, f64)> =
         progress.iter().map(|p| (p["progress"].as_f64().expect("n"), p["total"].as_f64().expect("total"))).collect();

@@ -1,6 +1,7 @@
 //! One call of an `http` tool: build the request from the arguments, read the credentials,
 //! send with retries (each one reported as progress to a caller that asked for it), and turn
-//! the response (or the failure) into a result.
+//! the response (or the failure) into a result; a paginated tool reports the page it read as
+//! progress too.
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -67,7 +68,13 @@ impl HttpTool {
             redactor: &redactor,
             pagination: self.pagination.as_ref(),
         };
-        self.render.result(body, &call)
+        let result = self.render.result(body, &call)?;
+        if self.pagination.is_some()
+            && let Some(envelope) = &result.structured_content
+        {
+            report_page(ctx, args, envelope).await;
+        }
+        Ok(result)
     }
 
     /// The URL with the extra and pagination query parameters. `Err` is for the model.
@@ -190,6 +197,28 @@ impl HttpTool {
 }
 
 /// Connection failures and timeouts are worth another attempt; refusals are not.
+/// A paginated tool's step through its collection, to a caller that asked for progress: the
+/// items up to the end of this page, of the total when the upstream says it, and where the
+/// next page starts. Clients walking a collection page by page can show how far they are.
+async fn report_page(ctx: &ToolContext, args: &Map<String, Value>, envelope: &Value) {
+    let offset = args.get("offset").and_then(Value::as_u64).unwrap_or(0);
+    let count = envelope.get("count").and_then(Value::as_u64).unwrap_or(0);
+    let total = envelope.get("total_count").and_then(Value::as_u64);
+    let through = offset + count;
+    let mut note = match (count, total) {
+        (0, _) => "no items on this page".to_owned(),
+        (_, Some(total)) => format!("items {}-{through} of {total}", offset + 1),
+        (_, None) => format!("items {}-{through}", offset + 1),
+    };
+    match (envelope.get("next_offset").and_then(Value::as_u64), envelope.get("next_cursor").and_then(Value::as_str)) {
+        (Some(next), _) => note.push_str(&format!("; more from offset {next}")),
+        (None, Some(_)) => note.push_str("; more with next_cursor"),
+        (None, None) => note.push_str("; the last page"),
+    }
+    // Progress must grow within a call: a page with items counts them; an empty page counts 1.
+    ctx.progress(through.max(1) as f64, total.map(|t| t.max(through) as f64), Some(&note)).await;
+}
+
 fn is_transient(error: &reqwest::Error) -> bool {
     find_cause::<Refusal>(error).is_none() && !error.is_redirect() && (error.is_connect() || error.is_timeout())
 }
