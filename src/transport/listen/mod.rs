@@ -136,13 +136,16 @@ impl Listeners {
     /// `published`: when the change was published, for the fan-out latency.
     fn deliver(&self, change: &Change, published: Option<Instant>) {
         let mut dead = Vec::new();
+        // The event is the same for every listener but for its subscription id: built once,
+        // each listener's frame is that event with its id spliced in (building and serializing
+        // the notification per listener was most of the fan-out's own work).
+        let frame = TaggedFrame::new(change);
         for entry in &self.map {
             let listener = entry.value();
             if !listener.filter.wants(change) {
                 continue;
             }
-            let frame = sse::message_event(None, &notification(change, Some(&listener.subscription)).to_string());
-            if listener.tx.try_send(frame).is_err() {
+            if listener.tx.try_send(frame.with(&listener.subscription)).is_err() {
                 dead.push(*entry.key());
             } else if is_list_change(change) {
                 crate::metrics::record::list_changed_sent(published);
@@ -152,6 +155,38 @@ impl Listeners {
             // Dropping the sender ends that stream; the client reconnects and re-lists.
             self.map.remove(&key);
         }
+    }
+}
+
+/// A change's SSE frame for modern streams, split where the subscription id goes.
+struct TaggedFrame {
+    head: String,
+    tail: String,
+}
+
+impl TaggedFrame {
+    /// A string that cannot occur in a serialized notification but where the id goes.
+    const SLOT: &'static str = "\u{0}subscription\u{0}";
+
+    fn new(change: &Change) -> Self {
+        let marked = notification(change, Some(&RequestId::String(Self::SLOT.into())));
+        let event = sse::message_event(None, &marked.to_string());
+        let text = String::from_utf8_lossy(&event).into_owned();
+        let slot = serde_json::to_string(Self::SLOT).unwrap_or_default();
+        match text.split_once(&slot) {
+            Some((head, tail)) => Self { head: head.to_owned(), tail: tail.to_owned() },
+            None => Self { head: text, tail: String::new() },
+        }
+    }
+
+    /// The frame for the stream subscribed as `id`: exactly the event `notification` builds.
+    fn with(&self, id: &RequestId) -> Bytes {
+        let id = serde_json::to_string(id).unwrap_or_default();
+        let mut frame = bytes::BytesMut::with_capacity(self.head.len() + id.len() + self.tail.len());
+        frame.extend_from_slice(self.head.as_bytes());
+        frame.extend_from_slice(id.as_bytes());
+        frame.extend_from_slice(self.tail.as_bytes());
+        frame.freeze()
     }
 }
 
@@ -233,6 +268,17 @@ mod tests {
         assert_eq!(f.to_json(), json!({"toolsListChanged": true, "resourceSubscriptions": ["a://b"]}));
         assert!(f.wants(&Change::ResourceUpdated("a://b".into())));
         assert!(!f.wants(&Change::ResourceUpdated("a://c".into())));
+    }
+
+    #[test]
+    fn a_spliced_frame_is_the_event_built_for_that_listener() {
+        for change in [Change::ToolsListChanged, Change::ResourceUpdated("file:///a\"b".into())] {
+            let frame = TaggedFrame::new(&change);
+            for id in [RequestId::Number(7), RequestId::String("sub-\"x\"".into())] {
+                let built = crate::protocol::sse::message_event(None, &notification(&change, Some(&id)).to_string());
+                assert_eq!(frame.with(&id), built);
+            }
+        }
     }
 
     #[test]
