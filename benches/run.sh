@@ -7,7 +7,8 @@
 #      the peer MCP servers of ../shared/bench (official Rust, TypeScript and Python SDKs) and the
 #      bare-axum ceiling, rounds rotated;
 #   2. memory per idle legacy session and per open SSE GET stream, and list_changed fan-out
-#      latency, at 1,000 and 10,000 streams (peers at 1,000);
+#      latency, at 1,000 and 10,000 streams (peers at 1,000); the same for 2026-07-28
+#      subscriptions/listen streams over HTTP/1.1, and for H2_STREAMS of them over HTTP/2;
 #   3. start-up time, idle RSS and the release binary's size;
 #   4. with TASKS=1 (on in --short, off in the full run): tasks, on SQLite and Postgres: time
 #      to create one (p50/p99) and tasks/get throughput (benches/tasks.py);
@@ -25,6 +26,7 @@
 #   TG_TARGETS [toolgate-full toolgate-full-2026 toolgate-core toolgate-core-2026]
 #   CONNS ["1 16 64" | "1 16"]  DURATION [10 | 2] s  WARMUP [2 | 1] s  ROUNDS [3 | 1]
 #   STREAMS_SIZES ["1000 10000" | 200]  PEER_STREAMS [1000 | none]  FANOUT_ROUNDS [5 | 2]
+#   H2_STREAMS [50000 | 400]: subscriptions/listen streams over HTTP/2 (examples/listeners.rs)
 #   STARTUP_RUNS [5 | 2]  PIN, LOADGEN_CPU [0], SERVER_CPU [1]: as in ../shared/bench/run.sh
 #   TASKS [0 | 1]  TASKS_BACKENDS [sqlite,postgres]  TOOLGATE_TEST_PG_HOST [127.0.0.1:5432]
 #     (Postgres: user postgres, trust auth, psql; a database is created and dropped per run)
@@ -49,12 +51,12 @@ source "$SHARED_BENCH/peers/peers.sh" # build_rust build_ts build_py start_peer 
 if [[ $short == 1 ]]; then
   PEERS=${PEERS:-"axum-baseline rmcp-stateless-json"}
   CONNS=${CONNS:-"1 16"} DURATION=${DURATION:-2} WARMUP=${WARMUP:-1} ROUNDS=${ROUNDS:-1}
-  STREAMS_SIZES=${STREAMS_SIZES:-200} PEER_STREAMS=${PEER_STREAMS:-none} FANOUT_ROUNDS=${FANOUT_ROUNDS:-2}
+  STREAMS_SIZES=${STREAMS_SIZES:-200} PEER_STREAMS=${PEER_STREAMS:-none} FANOUT_ROUNDS=${FANOUT_ROUNDS:-2} H2_STREAMS=${H2_STREAMS:-400}
   STARTUP_RUNS=${STARTUP_RUNS:-2} TASKS=${TASKS:-1}
 else
   PEERS=${PEERS:-"$(expand_peers core) rmcp-2026-json"}
   CONNS=${CONNS:-"1 16 64"} DURATION=${DURATION:-10} WARMUP=${WARMUP:-2} ROUNDS=${ROUNDS:-3}
-  STREAMS_SIZES=${STREAMS_SIZES:-"1000 10000"} PEER_STREAMS=${PEER_STREAMS:-1000} FANOUT_ROUNDS=${FANOUT_ROUNDS:-5}
+  STREAMS_SIZES=${STREAMS_SIZES:-"1000 10000"} PEER_STREAMS=${PEER_STREAMS:-1000} FANOUT_ROUNDS=${FANOUT_ROUNDS:-5} H2_STREAMS=${H2_STREAMS:-50000}
   STARTUP_RUNS=${STARTUP_RUNS:-5} TASKS=${TASKS:-0}
 fi
 TASKS_BACKENDS=${TASKS_BACKENDS:-sqlite,postgres}
@@ -93,6 +95,9 @@ if [[ ${SKIP_BUILD:-0} != 1 ]]; then
   [[ " $PEERS " == *" ts-"* ]] && build_ts
   [[ " $PEERS " == *" py-"* ]] && build_py
 fi
+log "cargo build --release --example listeners"
+(cd "$REPO" && cargo build --release --locked --quiet --example listeners) || exit 2
+LISTENERS="${CARGO_TARGET_DIR:-$REPO/target}/release/examples/listeners"
 if [[ -z ${TOOLGATE_BIN:-} ]]; then
   log "cargo build --release --bin toolgate"
   (cd "$REPO" && cargo build --release --locked --quiet --bin toolgate) || exit 2
@@ -197,7 +202,21 @@ streams_run() { # target n
     --n "$n" --fanout-rounds "$rounds" --pid "$TARGET_PID" --label "$t" --out "$RESULTS/streams.jsonl" >/dev/null
   stop_server
 }
+# 2026-07-28 subscriptions/listen streams (examples/listeners.rs): one connection each over
+# HTTP/1.1 at the same sizes, then H2_STREAMS over HTTP/2 with prior knowledge, 200 per connection
+# (more streams than the open-file limit allows connections).
+listeners_run() { # label n [--h2 K]
+  local label=$1 n=$2 rounds=$FANOUT_ROUNDS
+  [[ $n -ge 10000 ]] && rounds=$(((FANOUT_ROUNDS + 1) / 2))
+  start_target toolgate-full 0 || return 0
+  log "streams: $label ($n subscriptions/listen streams${3:+ over $4 HTTP/2 connections}, $rounds fan-out rounds)"
+  MCPLOAD_TOKEN=$TARGET_TOKEN "${PIN_LOADGEN[@]}" "$LISTENERS" --url "$TARGET_URL" --mode listen --n "$n" --rounds "$rounds" \
+    --pid "$TARGET_PID" --label "$label" --out "$RESULTS/streams.jsonl" "${@:3}" >/dev/null
+  stop_server
+}
 for n in $STREAMS_SIZES; do streams_run toolgate-full "$n"; done
+for n in $STREAMS_SIZES; do listeners_run toolgate-full-listen "$n"; done
+listeners_run toolgate-full-listen-h2 "$H2_STREAMS" --h2 $(((H2_STREAMS + 199) / 200))
 for n in $PEER_STREAMS; do
   for p in $PEERS; do peer_stateful "$p" && [[ $p == *-sse ]] && streams_run "$p" "$n"; done
 done
