@@ -4,27 +4,10 @@
 
 use crate::common;
 
-use common::{SseReader, TestServer};
+use common::{TestServer, call_with_progress};
 use serde_json::json;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
-
-/// Calls `name` in a new session with a progress token; the progress notifications and the answer.
-async fn call_with_progress(s: &TestServer, name: &str, arguments: serde_json::Value) -> (Vec<serde_json::Value>, serde_json::Value) {
-    let sid = s.initialize("2025-11-25").await;
-    let body =
-        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":name,"arguments":arguments,"_meta":{"progressToken":"r"}}});
-    let mut reader = SseReader::new(s.post(&body.to_string(), &[("mcp-session-id", &sid)]).await);
-    let mut progress = Vec::new();
-    loop {
-        let (_, msg) = reader.next_message().await.expect("the stream runs to the response");
-        if msg["method"] == "notifications/progress" {
-            progress.push(msg["params"].clone());
-        } else {
-            return (progress, msg);
-        }
-    }
-}
 
 #[tokio::test]
 async fn a_paginated_call_reports_the_page_it_read() {
@@ -46,7 +29,7 @@ async fn a_paginated_call_reports_the_page_it_read() {
         s.tools.http.allow_hosts = vec!["127.0.0.1".into()];
     })
     .await;
-    let (progress, answer) = call_with_progress(&s, "list_repos", json!({"offset": 2})).await;
+    let (progress, answer) = call_with_progress(&s, &s.initialize("2025-11-25").await, "list_repos", json!({"offset": 2})).await;
     assert_eq!(answer["result"]["structuredContent"]["next_offset"], 4, "{answer}");
     assert_eq!(progress.len(), 1, "{progress:?}");
     assert_eq!((progress[0]["progress"].as_f64(), progress[0]["total"].as_f64()), (Some(4.0), Some(5.0)), "{progress:?}");
@@ -71,7 +54,7 @@ async fn each_retry_reaches_the_caller_as_a_progress_notification() {
         s.tools.http.retry_base_delay_ms = 10;
     })
     .await;
-    let (progress, answer) = call_with_progress(&s, "flaky", json!({})).await;
+    let (progress, answer) = call_with_progress(&s, &s.initialize("2025-11-25").await, "flaky", json!({})).await;
     assert_eq!(answer["result"]["structuredContent"], json!({"ok": true}), "{answer}");
     let steps: Vec<(f64, f64)> =
         progress.iter().map(|p| (p["progress"].as_f64().expect("n"), p["total"].as_f64().expect("total"))).collect();

@@ -167,6 +167,23 @@ impl Event {
 }
 
 /// Reads SSE events from a streaming response.
+/// Calls tool `name` in session `sid` with a progress token: the progress notifications, in
+/// order, and the answer that ends the stream.
+pub async fn call_with_progress(s: &TestServer, sid: &str, name: &str, arguments: Value) -> (Vec<Value>, Value) {
+    let params = json!({"name": name, "arguments": arguments, "_meta": {"progressToken": "p"}});
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": params});
+    let mut reader = SseReader::new(s.post(&body.to_string(), &[("mcp-session-id", sid)]).await);
+    let mut progress = Vec::new();
+    loop {
+        let (_, msg) = reader.next_message().await.expect("the stream runs to the response");
+        if msg["method"] == "notifications/progress" {
+            progress.push(msg["params"].clone());
+        } else {
+            return (progress, msg);
+        }
+    }
+}
+
 pub struct SseReader {
     stream: std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>,
     buf: String,
