@@ -1,7 +1,8 @@
-//! One request/response exchange: the request runs on its own task and sends frames (related
-//! notifications, server-to-client requests, then the final response); the HTTP side answers
-//! with plain JSON when the response comes first, and upgrades to SSE as soon as the request
-//! emits anything else or runs longer than a keep-alive interval (so proxies see bytes).
+//! One request/response exchange: the request runs (inline until it first waits, then on a
+//! task of its own) and sends frames (related notifications, server-to-client requests, then
+//! the final response); the HTTP side answers with plain JSON when the response comes first,
+//! and upgrades to SSE as soon as the request emits anything else or runs longer than a
+//! keep-alive interval (so proxies see bytes).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -102,8 +103,9 @@ pub struct Spec {
     pub audit: Option<Arc<crate::audit::AuditLog>>,
 }
 
-/// Starts the request on its own task, in the caller's span (so its log lines carry the
-/// request and trace ids) and tracked for shutdown; frames arrive on the returned receiver. A
+/// Starts the request, in the caller's span (so its log lines carry the request and trace
+/// ids): inline until it first waits, then on its own task, tracked for shutdown; frames
+/// arrive on the returned receiver. A
 /// cancelled request sends no response (U-11): the receiver just closes.
 pub fn start(server: Arc<McpServer>, request: Request, spec: Spec) -> mpsc::Receiver<Frame> {
     let (tx, rx) = mpsc::channel(spec.buffer.max(1));
@@ -134,11 +136,14 @@ pub fn start(server: Arc<McpServer>, request: Request, spec: Spec) -> mpsc::Rece
         };
         let _ = tx.send(Frame::Final { json, status }).await;
     };
-    // Always a task of its own, even for a request that would finish at its first poll:
-    // answering inline writes each answer the moment it is ready, one wake-up of the client
-    // per answer, where the task lets the connection's reads and writes gather (measured:
-    // inline answering cost 23% of the core's throughput at 64 connections; BENCHMARKS.md).
-    tasks.spawn(tracing::Instrument::in_current_span(task));
+    // Polled once here: a request that does not wait (a list, a quick tool) needs no task of
+    // its own, and one that does has got as far as it can before anything else runs (a quick
+    // tool's `sync` audit record is already with the writer, so more calls share each commit:
+    // +29% on the full stack, measured). [`answer`] then yields once before writing.
+    let mut task = Box::pin(tracing::Instrument::in_current_span(task));
+    if futures_util::FutureExt::now_or_never(task.as_mut()).is_none() {
+        tasks.spawn(task);
+    }
     rx
 }
 
@@ -158,6 +163,11 @@ pub struct Answer {
 
 /// Waits for the first frame and answers with JSON or SSE.
 pub async fn answer(mut rx: mpsc::Receiver<Frame>, mut how: Answer) -> Response<Body> {
+    // Let the other ready connections run before this answer is written, even when it is
+    // ready already: answers then leave together and the client wakes once for several, where
+    // writing each the moment it was ready woke it once per answer (measured at c=64: 23% of
+    // the core's throughput without this yield; BENCHMARKS.md, "Step two, continued").
+    tokio::task::yield_now().await;
     match tokio::time::timeout(how.keep_alive, rx.recv()).await {
         Ok(Some(Frame::Final { json, status })) => {
             // Finished: nothing left to cancel.
