@@ -280,7 +280,6 @@ fn one(app: &AdminState, status: StatusCode, stored: &StoredTool) -> Response {
 /// disabled, or when the stored definition no longer compiles; `GET /admin/sources` says why).
 /// `warnings`: what `toolgate tools validate` would warn about (valid, but probably unwanted).
 fn view(app: &AdminState, t: &StoredTool) -> Value {
-    let raw = crate::tooldef::RawDef { value: t.definition.clone(), source: "database".into(), base_dir: ".".into() };
     json!({
         "name": t.name,
         "enabled": t.enabled,
@@ -290,7 +289,7 @@ fn view(app: &AdminState, t: &StoredTool) -> Value {
         "updated_by": t.updated_by,
         "served": app.definitions.origin_of(&t.name) == Some(Origin::Database),
         "definition": t.definition,
-        "warnings": crate::tooldef::warnings(std::slice::from_ref(&raw)),
+        "warnings": crate::tooldef::definition_warnings(&t.definition, "database", &t.name),
     })
 }
 

@@ -139,20 +139,15 @@ pub async fn run(settings: Settings, command: ToolsCommand) -> anyhow::Result<()
             let packs = code_tools(&settings)?;
             let taken: Vec<String> =
                 raws.iter().enumerate().map(|(i, raw)| raw.label(i)).filter(|n| packs.iter().any(|(name, _)| name == n)).collect();
-            let taken = (!taken.is_empty()).then(|| {
-                format!(
-                    "{}: {} already served by a built-in pack; rename the definition, or switch the pack off under [tools.packs] \
-                     (the examples pack is on by default: examples = false, or TOOLGATE__TOOLS__PACKS__EXAMPLES=false)",
-                    path.display(),
-                    taken.join(", ")
-                )
-            });
-            let compiled = match (compile_all(&raws, &settings, Origin::File, &path.display().to_string()), taken) {
-                (Ok(compiled), None) => compiled,
-                (Ok(_), Some(taken)) => anyhow::bail!("{taken}"),
-                (Err(e), None) => anyhow::bail!("invalid tool definitions:\n{e}"),
-                (Err(e), Some(taken)) => anyhow::bail!("invalid tool definitions:\n{e}\n{taken}"),
-            };
+            let mut problems = Vec::new();
+            let compiled = compile_all(&raws, &settings, Origin::File, &path.display().to_string())
+                .map_err(|e| problems.push(format!("invalid tool definitions:\n{e}")))
+                .unwrap_or_default();
+            if !taken.is_empty() {
+                let hint = Origin::Code.clash_hint();
+                problems.push(format!("{}: {} already served by a built-in pack; {hint}", path.display(), taken.join(", ")));
+            }
+            anyhow::ensure!(problems.is_empty(), "{}", problems.join("\n"));
             let names: Vec<&str> = compiled.iter().map(|c| c.name.as_str()).collect();
             let _ = writeln!(out, "{}: {} valid tool definitions: {}", path.display(), compiled.len(), names.join(", "));
             Ok(())

@@ -182,6 +182,19 @@ impl Origin {
             Self::Upstream => "upstream",
         }
     }
+
+    /// What to change when a definition's name is already taken by a tool of this origin.
+    pub fn clash_hint(self) -> &'static str {
+        match self {
+            Self::Code => {
+                "rename this definition, or switch the built-in pack that serves the name off under [tools.packs] \
+                 (the examples pack is on by default: examples = false, or TOOLGATE__TOOLS__PACKS__EXAMPLES=false)"
+            }
+            Self::File => "rename this definition, or remove the other from the tools file (tools.path)",
+            Self::Database => "rename this definition, or delete the stored one (DELETE /admin/tools/{name})",
+            Self::Upstream => "rename this definition, or give the upstream a prefix or deny_tools ([upstreams.<name>])",
+        }
+    }
 }
 
 impl std::fmt::Debug for Tool {

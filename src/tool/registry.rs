@@ -236,7 +236,7 @@ impl ToolRegistry {
             if let Some((name, other)) =
                 incoming.keys().find_map(|n| map.get(*n).filter(|t| t.tool.opts.origin != origin).map(|t| (*n, t.tool.opts.origin)))
             {
-                conflict = Some(format!("tool name {name:?} is already taken by a tool from {}; {}", other.as_str(), rename_hint(other)));
+                conflict = Some(format!("tool name {name:?} is already taken by a tool from {}; {}", other.as_str(), other.clash_hint()));
                 return false;
             }
             let stale: Vec<String> = map
@@ -296,19 +296,6 @@ impl ToolRegistry {
             self.bus.publish(Change::ToolsListChanged);
         }
         changed
-    }
-}
-
-/// What to change when a name is taken by a tool from `other`.
-fn rename_hint(other: Origin) -> &'static str {
-    match other {
-        Origin::Code => {
-            "rename this definition, or switch the built-in pack that serves the name off under [tools.packs] \
-             (the examples pack is on by default: examples = false, or TOOLGATE__TOOLS__PACKS__EXAMPLES=false)"
-        }
-        Origin::File => "rename this definition, or remove the other from the tools file (tools.path)",
-        Origin::Database => "rename this definition, or delete the stored one (DELETE /admin/tools/{name})",
-        Origin::Upstream => "rename this definition, or give the upstream a prefix or deny_tools ([upstreams.<name>])",
     }
 }
 

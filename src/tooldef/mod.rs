@@ -28,7 +28,7 @@ pub use compile::{
 pub use error::{DefinitionErrors, FieldError, ToolErrors};
 pub use model::{Annotations, AuditArguments, Kind, ResponseFormat, ToolDef, ToolsFile};
 pub use sources::{Definitions, SourceStatus};
-pub use warnings::warnings;
+pub use warnings::{definition_warnings, warnings};
 
 use crate::config::ToolSettings;
 

@@ -10,17 +10,19 @@ const SHELLS: &[&str] = &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fi
 
 /// Every warning for `raws`, each naming the source, the tool and the field.
 pub fn warnings(raws: &[RawDef]) -> Vec<String> {
-    raws.iter()
-        .enumerate()
-        .filter_map(|(i, raw)| shell_wrapper(raw).map(|w| format!("{}: tool {:?}: {w}", raw.source, raw.label(i))))
-        .collect()
+    raws.iter().enumerate().flat_map(|(i, raw)| definition_warnings(&raw.value, &raw.source, &raw.label(i))).collect()
+}
+
+/// The warnings for one definition `value` from `source`, named `label`.
+pub fn definition_warnings(value: &Value, source: &str, label: &str) -> Vec<String> {
+    shell_wrapper(value).map(|w| format!("{source}: tool {label:?}: {w}")).into_iter().collect()
 }
 
 /// A `command` tool that hands a script to a shell (`sh -c '…'`): the command kind keeps each
 /// argument one argv element, which is exactly what a shell undoes, so a template value inside
 /// the script can run commands of its own.
-fn shell_wrapper(raw: &RawDef) -> Option<String> {
-    let command = raw.value.get("command")?;
+fn shell_wrapper(value: &Value) -> Option<String> {
+    let command = value.get("command")?;
     let program = command.get("program").and_then(Value::as_str)?;
     let args: Vec<&str> = command.get("args").and_then(Value::as_array)?.iter().filter_map(Value::as_str).collect();
     let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_owned();

@@ -161,9 +161,8 @@ async fn sniff(tcp: &tokio::net::TcpStream) -> Option<Version> {
             return Some(version);
         }
         if n == seen {
-            // Nothing new since the last look (`peek` returns at once while the bytes seen
-            // are still there): wait for more.
-            tcp.readable().await.ok()?;
+            // Nothing new since the last look: `peek` (and readiness) return at once while the
+            // bytes seen are still there, so only a short sleep waits for more.
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         seen = n;

@@ -105,8 +105,8 @@ pub struct Spec {
 
 /// Starts the request, in the caller's span (so its log lines carry the request and trace
 /// ids): inline until it first waits, then on its own task, tracked for shutdown; frames
-/// arrive on the returned receiver. A
-/// cancelled request sends no response (U-11): the receiver just closes.
+/// arrive on the returned receiver. A cancelled request sends no response (U-11): the
+/// receiver just closes.
 pub fn start(server: Arc<McpServer>, request: Request, spec: Spec) -> mpsc::Receiver<Frame> {
     let (tx, rx) = mpsc::channel(spec.buffer.max(1));
     let channel = Arc::new(FrameChannel { tx: tx.clone(), session: spec.session.clone(), timeout: spec.client_timeout });

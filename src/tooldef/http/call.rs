@@ -196,7 +196,6 @@ impl HttpTool {
     }
 }
 
-/// Connection failures and timeouts are worth another attempt; refusals are not.
 /// A paginated tool's step through its collection, to a caller that asked for progress: the
 /// items up to the end of this page, of the total when the upstream says it, and where the
 /// next page starts. Clients walking a collection page by page can show how far they are.
@@ -219,6 +218,7 @@ async fn report_page(ctx: &ToolContext, args: &Map<String, Value>, envelope: &Va
     ctx.progress(through.max(1) as f64, total.map(|t| t.max(through) as f64), Some(&note)).await;
 }
 
+/// Connection failures and timeouts are worth another attempt; refusals are not.
 fn is_transient(error: &reqwest::Error) -> bool {
     find_cause::<Refusal>(error).is_none() && !error.is_redirect() && (error.is_connect() || error.is_timeout())
 }

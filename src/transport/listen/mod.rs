@@ -135,6 +135,9 @@ impl Listeners {
 
     /// `published`: when the change was published, for the fan-out latency.
     fn deliver(&self, change: &Change, published: Option<Instant>) {
+        if self.map.is_empty() {
+            return;
+        }
         let mut dead = Vec::new();
         // The event is the same for every listener but for its subscription id: built once,
         // each listener's frame is that event with its id spliced in (building and serializing
@@ -275,7 +278,7 @@ mod tests {
         for change in [Change::ToolsListChanged, Change::ResourceUpdated("file:///a\"b".into())] {
             let frame = TaggedFrame::new(&change);
             for id in [RequestId::Number(7), RequestId::String("sub-\"x\"".into())] {
-                let built = crate::protocol::sse::message_event(None, &notification(&change, Some(&id)).to_string());
+                let built = sse::message_event(None, &notification(&change, Some(&id)).to_string());
                 assert_eq!(frame.with(&id), built);
             }
         }
