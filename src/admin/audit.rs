@@ -44,6 +44,7 @@ const CHUNKS_AHEAD: usize = 4;
 /// 1000); `truncated` says whether older ones match too.
 pub async fn list(State(app): State<AdminState>, RawQuery(query): RawQuery) -> Result<Json<Value>, Problem> {
     let (filter, _) = parse(query.as_deref(), Endpoint::List)?;
+    settled(&app).await;
     let limit = filter.limit.unwrap_or(DEFAULT_LIMIT);
     let (records, truncated) = newest(&app, &filter, limit).await.map_err(|e| Problem::database(&e))?;
     Ok(Json(json!({
@@ -53,6 +54,13 @@ pub async fn list(State(app): State<AdminState>, RawQuery(query): RawQuery) -> R
         // Off: nothing new is recorded, but what was recorded before can still be read.
         "audit_enabled": app.audit.is_some(),
     })))
+}
+
+/// Reads see every call answered before them: the audit journal's records are in the database.
+async fn settled(app: &AdminState) {
+    if let Some(audit) = &app.audit {
+        audit.settled().await;
+    }
 }
 
 /// The newest `limit` records matching `filter` (its own `limit` ignored), newest first, and
@@ -103,6 +111,7 @@ pub async fn export(State(app): State<AdminState>, RawQuery(query): RawQuery) ->
         ExportFormat::Jsonl => ("application/jsonl", "jsonl"),
         ExportFormat::Csv => ("text/csv; charset=utf-8", "csv"),
     };
+    settled(&app).await;
     let mut rx = start_export(&app, filter, format);
     // Wait for the first chunk (or the end): an export that fails at once (the database is
     // away) is still a problem document, not a truncated download.

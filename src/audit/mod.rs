@@ -15,6 +15,7 @@
 
 mod db;
 mod export;
+mod journal;
 mod record;
 mod sink;
 mod spool;
@@ -91,6 +92,10 @@ impl AuditLog {
         settings.validate().map_err(AuditError::Settings)?;
         let spool_path = settings.spool_path.clone().unwrap_or_else(|| store.data_dir().join(DEFAULT_SPOOL_FILE));
         let spool = spool::Spool::open(spool_path.clone()).map_err(|source| AuditError::Spool { path: spool_path, source })?;
+        let journal =
+            (settings.enabled && settings.durability == Durability::Sync && matches!(store.backend(), crate::store::Backend::Sqlite(_)))
+                .then(|| open_journal(&spool))
+                .transpose()?;
         let sink = match &settings.jsonl {
             Some(target) => Some(sink::Sink::open(target).map_err(|source| AuditError::Sink { target: target.clone(), source })?),
             None => None,
@@ -98,8 +103,12 @@ impl AuditLog {
         let shared = Arc::new(Shared {
             store: store.clone(),
             spool,
+            journal,
             sink,
             counters: Counters::default(),
+            journaled: Default::default(),
+            handed_on: watch::channel(0).0,
+            flush_now: Default::default(),
             batch_size: settings.batch_size,
             flush_interval: settings.flush_interval(),
             write_timeout: settings.write_timeout(),
@@ -125,8 +134,9 @@ impl AuditLog {
     ///
     /// `batched`: returns once the record is queued, or, when the queue is full or the log is
     /// shut down, once it is appended to the fsynced spool. Never waits for the database.
-    /// `sync`: returns once the record is in the database or in the fsynced spool (bounded by
-    /// `audit.write_timeout_ms`, after which the writer spools it).
+    /// `sync`: returns once the record is on disk: committed to the database, or appended to
+    /// the fsynced journal (SQLite; the database follows, see [`Self::settled`]) or spool
+    /// (bounded by `audit.write_timeout_ms`, after which the writer spools it).
     pub async fn record(&self, mut record: AuditRecord) {
         if !self.enabled {
             return;
@@ -151,6 +161,19 @@ impl AuditLog {
                 }
             }
         }
+    }
+
+    /// Waits until every record answered before this call is in the database (or, while the
+    /// database is away, in the spool), so a read that follows sees it. Only the journal
+    /// (`sync` on SQLite) answers before the database has the record; bounded by
+    /// `audit.write_timeout_ms`.
+    pub async fn settled(&self) {
+        let target = self.shared.journaled.load(Ordering::Relaxed);
+        let mut handed_on = self.shared.handed_on.subscribe();
+        if *handed_on.borrow() < target {
+            self.shared.flush_now.notify_one();
+        }
+        let _ = tokio::time::timeout(self.shared.write_timeout, handed_on.wait_for(|&n| n >= target)).await;
     }
 
     /// Stops taking records into the queue (later ones go straight to the spool), writes
@@ -230,6 +253,18 @@ impl AuditLog {
     pub fn spool_path(&self) -> &std::path::Path {
         self.shared.spool.path()
     }
+}
+
+/// The journal beside the spool; what an earlier run left in it moves into the spool first.
+fn open_journal(spool: &spool::Spool) -> Result<journal::Journal, AuditError> {
+    let dir = spool.path().parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let failed = |source| AuditError::Spool { path: dir.to_owned(), source };
+    let journal = journal::Journal::open(dir).map_err(failed)?;
+    let moved = journal.recover(spool).map_err(failed)?;
+    if moved > 0 {
+        tracing::info!(bytes = moved, "audit journal left by an earlier run moved to the spool for replay");
+    }
+    Ok(journal)
 }
 
 /// Hourly retention; the first pass a minute after start so it does not compete with start-up.

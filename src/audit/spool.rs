@@ -78,9 +78,22 @@ impl Spool {
             serde_json::to_writer(&mut buf, r).map_err(io::Error::other)?;
             buf.push(b'\n');
         }
+        self.write(&buf)
+    }
+
+    /// Appends JSON lines written elsewhere (the journal's leftovers) as they are, ending with
+    /// a newline, and fsyncs. Lines that do not parse are rejected at replay, as any other.
+    pub(crate) fn adopt(&self, lines: &[u8]) -> io::Result<()> {
+        let mut buf = lines.to_vec();
+        if buf.last() != Some(&b'\n') {
+            buf.push(b'\n');
+        }
+        self.write(&buf)
+    }
+
+    fn write(&self, buf: &[u8]) -> io::Result<()> {
         let mut active = self.active.lock();
-        let result = append_locked(&mut active, &self.path, &buf);
-        match result {
+        match append_locked(&mut active, &self.path, buf) {
             Ok(written) => {
                 self.pending_bytes.fetch_add(written, Ordering::Relaxed);
                 Ok(())

@@ -1,14 +1,18 @@
 //! The background writer: takes records off the queue, inserts them in batches, and falls
-//! back to the spool when the database does not answer; replays the spool when it does.
+//! back to the spool when the database does not answer; replays the spool when it does. With
+//! a journal (`sync` on SQLite) each group is journaled and answered first, and the records
+//! go to the database behind it, one insert at a time, as large as the load makes them.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::db;
+use super::journal::Journal;
 use super::record::AuditRecord;
 use super::sink::Sink;
 use super::spool::{Replay, Spool};
@@ -20,8 +24,16 @@ const SPOOL_RESERVE: Duration = Duration::from_millis(250);
 pub(crate) struct Shared {
     pub(crate) store: Store,
     pub(crate) spool: Spool,
+    /// Present for `sync` durability on SQLite (see [`super::journal`]).
+    pub(crate) journal: Option<Journal>,
     pub(crate) sink: Option<Sink>,
     pub(crate) counters: Counters,
+    /// Records journaled, and records the journal has handed on (to the database or the
+    /// spool), for [`super::AuditLog::settled`].
+    pub(crate) journaled: AtomicU64,
+    pub(crate) handed_on: watch::Sender<u64>,
+    /// A reader waits for the journaled records: insert them now, however few.
+    pub(crate) flush_now: tokio::sync::Notify,
     pub(crate) batch_size: usize,
     pub(crate) flush_interval: Duration,
     pub(crate) write_timeout: Duration,
@@ -39,20 +51,27 @@ pub(crate) struct Counters {
 
 pub(crate) struct Queued {
     pub(crate) record: AuditRecord,
-    /// Present in sync mode: answered once the record is in the database or the spool.
-    pub(crate) ack: Option<oneshot::Sender<()>>,
+    /// Present in sync mode: answered once the record is on disk (database, journal or spool).
+    pub(crate) ack: Ack,
 }
+
+type Ack = Option<oneshot::Sender<()>>;
 
 /// Appends to the spool (fsynced) and emits to the sink. If even the spool fails, the records
 /// go to the error log in full, so an operator can still recover them, and count as lost.
 pub(crate) async fn persist_local(shared: &Arc<Shared>, records: Vec<AuditRecord>) {
+    spool(shared, records, true).await;
+}
+
+/// [`persist_local`]; `emit: false` for records the sink already has (journaled ones).
+async fn spool(shared: &Arc<Shared>, records: Vec<AuditRecord>, emit: bool) {
     let s = Arc::clone(shared);
     let done = tokio::task::spawn_blocking(move || {
         let result = s.spool.append(&records);
         match &result {
             Ok(()) => {
                 s.counters.spooled.fetch_add(records.len() as u64, Ordering::Relaxed);
-                if let Some(sink) = &s.sink {
+                if let (true, Some(sink)) = (emit, &s.sink) {
                     sink.emit(&records);
                 }
             }
@@ -77,11 +96,36 @@ struct Writer {
     next_retry: Instant,
     replay: Option<Replay>,
     deadline: Option<Instant>,
+    /// Journaled records not yet handed to an insert, and when the first of them was.
+    journaled: Vec<AuditRecord>,
+    journaled_since: Option<Instant>,
+    /// A reader asked for the journaled records to be in the database.
+    flush_wanted: bool,
+    /// The insert of a sealed journal file in flight, if any (one at a time).
+    ingest: Option<JoinHandle<Ingested>>,
+}
+
+/// What an insert of a sealed journal file came back with.
+struct Ingested {
+    sealed: usize,
+    records: Vec<AuditRecord>,
+    outcome: Result<(), String>,
+    took: Duration,
 }
 
 pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Queued>, mut stop: watch::Receiver<Option<Instant>>) {
     let batch_size = shared.batch_size;
-    let mut w = Writer { shared, db_down: false, next_retry: Instant::now(), replay: None, deadline: None };
+    let mut w = Writer {
+        shared,
+        db_down: false,
+        next_retry: Instant::now(),
+        replay: None,
+        deadline: None,
+        journaled: Vec::new(),
+        journaled_since: None,
+        flush_wanted: false,
+        ingest: None,
+    };
     // A spool left by an earlier run goes first, while new records wait in the queue.
     while w.shared.spool.has_pending() && !w.db_down && Instant::now() >= w.next_retry && stop.borrow().is_none() {
         w.replay_step().await;
@@ -97,8 +141,9 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Queued>, mut
         if w.shared.spool.has_pending() && Instant::now() >= w.next_retry {
             w.replay_step().await;
         }
-        let idle =
-            if w.shared.spool.has_pending() { w.next_retry.saturating_duration_since(Instant::now()) } else { Duration::from_secs(3600) };
+        let idle = w.idle();
+        // A journal holding a queue's worth waits for its insert: callers then wait too.
+        let room = w.journaled.len() < w.shared.batch_size.max(1) * 32;
         tokio::select! {
             biased;
             changed = stop.changed() => {
@@ -110,16 +155,31 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Queued>, mut
                 }
                 continue;
             }
-            n = rx.recv_many(&mut buf, batch_size) => {
+            done = async { w.ingest.as_mut().expect("guarded").await }, if w.ingest.is_some() => {
+                w.ingest = None;
+                w.ingested(done).await;
+                w.start_ingest(false).await;
+                continue;
+            }
+            n = rx.recv_many(&mut buf, batch_size), if room => {
                 if n == 0 {
                     return;
                 }
             }
-            () = tokio::time::sleep(idle) => continue,
+            () = w.shared.flush_now.notified() => {
+                w.flush_wanted = true;
+                w.start_ingest(false).await;
+                continue;
+            }
+            () = tokio::time::sleep(idle) => {
+                w.start_ingest(false).await;
+                continue;
+            }
         }
         linger(&w.shared, &mut rx, &mut stop, &mut buf).await;
         let batch = std::mem::replace(&mut buf, Vec::with_capacity(batch_size));
         w.persist(batch).await;
+        w.start_ingest(false).await;
     }
 }
 
@@ -163,26 +223,24 @@ impl Writer {
 
     async fn insert(&mut self, records: &[AuditRecord], probe: bool) -> bool {
         let Some(budget) = self.budget(probe) else { return false };
-        let started = Instant::now();
-        let span = tracing::info_span!("audit.write", records = records.len(), replay = probe);
-        let write = tracing::Instrument::instrument(db::insert_batch(&self.shared.store, records), span);
-        let inserted = tokio::time::timeout(budget, write).await;
-        let written = matches!(inserted, Ok(Ok(_))).then_some(records.len());
-        crate::metrics::record::audit_batch(started.elapsed(), written);
-        match inserted {
-            Ok(Ok(_)) => {
-                self.shared.counters.written.fetch_add(records.len() as u64, Ordering::Relaxed);
+        let (outcome, took) = timed_insert(&self.shared.store, records, budget, probe).await;
+        self.settle(records.len(), outcome, took)
+    }
+
+    /// Counts and logs an insert's outcome; a failure marks the database down until a replay
+    /// probe reaches it. Returns whether the records are in the database.
+    fn settle(&mut self, records: usize, outcome: Result<(), String>, took: Duration) -> bool {
+        crate::metrics::record::audit_batch(took, outcome.is_ok().then_some(records));
+        match outcome {
+            Ok(()) => {
+                self.shared.counters.written.fetch_add(records as u64, Ordering::Relaxed);
                 if self.db_down {
                     tracing::info!("audit database reachable again");
                 }
                 self.db_down = false;
                 true
             }
-            failed => {
-                let reason = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => format!("no answer within {} ms", budget.as_millis()),
-                };
+            Err(reason) => {
                 self.shared.counters.write_failures.fetch_add(1, Ordering::Relaxed);
                 if !self.db_down {
                     tracing::warn!(error = %reason, spool = %self.shared.spool.path().display(), "audit database write failed; spooling until it returns");
@@ -194,8 +252,107 @@ impl Writer {
         }
     }
 
+    /// Journals a group and answers its callers, when there is a journal and the database is
+    /// up; gives the group back otherwise (or when the journal cannot be written).
+    async fn journal(&mut self, records: Vec<AuditRecord>, acks: Vec<Ack>) -> Option<(Vec<AuditRecord>, Vec<Ack>)> {
+        if self.shared.journal.is_none() || self.db_down {
+            return Some((records, acks));
+        }
+        let s = Arc::clone(&self.shared);
+        let appended = tokio::task::spawn_blocking(move || {
+            let result = s.journal.as_ref().map_or(Ok(()), |j| j.append(&records));
+            if let (Ok(()), Some(sink)) = (&result, &s.sink) {
+                sink.emit(&records);
+            }
+            (records, result)
+        })
+        .await;
+        match appended {
+            Ok((records, Ok(()))) => {
+                for ack in acks.into_iter().flatten() {
+                    let _ = ack.send(());
+                }
+                self.shared.journaled.fetch_add(records.len() as u64, Ordering::Relaxed);
+                self.journaled_since.get_or_insert_with(Instant::now);
+                self.journaled.extend(records);
+                None
+            }
+            Ok((records, Err(e))) => {
+                tracing::warn!(error = %e, "cannot append to the audit journal; committing this group directly");
+                Some((records, acks))
+            }
+            Err(e) => {
+                // The task died with the group; its callers, never answered, spool their copies.
+                tracing::error!(error = %e, "audit journal task failed");
+                None
+            }
+        }
+    }
+
+    /// How long the loop may sleep: until the next replay try, or until journaled records are
+    /// due in the database.
+    fn idle(&self) -> Duration {
+        let now = Instant::now();
+        let retry = self.shared.spool.has_pending().then(|| self.next_retry.saturating_duration_since(now));
+        let ingest = self.journaled_since.map(|t| (t + self.shared.flush_interval).saturating_duration_since(now));
+        retry.into_iter().chain(ingest).min().unwrap_or(Duration::from_secs(3600))
+    }
+
+    /// Seals the journal and inserts what it holds in a task of its own, once a batch is full,
+    /// the oldest record has waited `flush_interval`, or `now` (a reader waits, or shutdown):
+    /// a large insert costs far less per record than a small one, and the journal already
+    /// holds the records safe. One insert at a time.
+    async fn start_ingest(&mut self, now: bool) {
+        if self.ingest.is_some() || self.journaled.is_empty() {
+            return;
+        }
+        let due = self.journaled_since.is_some_and(|t| t.elapsed() >= self.shared.flush_interval);
+        if !(now || due || self.flush_wanted || self.journaled.len() >= self.shared.batch_size) {
+            return;
+        }
+        self.journaled_since = None;
+        self.flush_wanted = false;
+        let Some(journal) = self.shared.journal.as_ref() else { return };
+        let sealed = journal.seal();
+        let records = std::mem::take(&mut self.journaled);
+        let Some(budget) = self.budget(false) else {
+            // The database is down, or the shutdown deadline is near: straight to the spool.
+            return self.retire(sealed, records, false).await;
+        };
+        let store = self.shared.store.clone();
+        self.ingest = Some(tokio::spawn(async move {
+            let (outcome, took) = timed_insert(&store, &records, budget, false).await;
+            Ingested { sealed, records, outcome, took }
+        }));
+    }
+
+    async fn ingested(&mut self, done: Result<Ingested, tokio::task::JoinError>) {
+        let Ok(Ingested { sealed, records, outcome, took }) = done else {
+            // The insert task died: its records stay in the sealed file, recovered at start-up.
+            tracing::error!("audit journal insert task failed");
+            return;
+        };
+        let in_db = self.settle(records.len(), outcome, took);
+        self.retire(sealed, records, in_db).await;
+    }
+
+    /// Empties a sealed journal file once its records are in the database, or else in the spool.
+    async fn retire(&mut self, sealed: usize, records: Vec<AuditRecord>, in_db: bool) {
+        let n = records.len() as u64;
+        if !in_db {
+            spool(&self.shared, records, false).await;
+        }
+        self.shared.handed_on.send_modify(|h| *h += n);
+        let s = Arc::clone(&self.shared);
+        let cleared = blocking(move || s.journal.as_ref().map_or(Ok(()), |j| j.clear(sealed))).await;
+        if let Err(e) = cleared {
+            tracing::warn!(error = %e, "cannot empty a sealed audit journal file; its records are replayed at the next start");
+        }
+    }
+
     async fn persist(&mut self, batch: Vec<Queued>) {
         let (records, acks): (Vec<_>, Vec<_>) = batch.into_iter().map(|q| (q.record, q.ack)).unzip();
+        let Some((records, acks)) = self.journal(records, acks).await else { return };
         if self.insert(&records, false).await {
             if self.shared.sink.is_some() {
                 let s = Arc::clone(&self.shared);
@@ -281,10 +438,33 @@ impl Writer {
             }
             self.persist(batch).await;
         }
+        // The journal's last records: the insert in flight, then the rest, as the deadline allows.
+        if let Some(handle) = self.ingest.take() {
+            let done = handle.await;
+            self.ingested(done).await;
+        }
+        self.start_ingest(true).await;
+        if let Some(handle) = self.ingest.take() {
+            let done = handle.await;
+            self.ingested(done).await;
+        }
         tracing::debug!(records = total, "audit writer drained");
     }
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> std::io::Result<T> {
     tokio::task::spawn_blocking(f).await.map_err(std::io::Error::other)?
+}
+
+/// One insert under a time budget, traced; the error says what went wrong.
+async fn timed_insert(store: &Store, records: &[AuditRecord], budget: Duration, replay: bool) -> (Result<(), String>, Duration) {
+    let started = Instant::now();
+    let span = tracing::info_span!("audit.write", records = records.len(), replay);
+    let write = tracing::Instrument::instrument(db::insert_batch(store, records), span);
+    let outcome = match tokio::time::timeout(budget, write).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {} ms", budget.as_millis())),
+    };
+    (outcome, started.elapsed())
 }

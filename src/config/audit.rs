@@ -34,7 +34,8 @@ pub struct AuditSettings {
     /// Most records per insert (one multi-row statement in one transaction).
     pub batch_size: usize,
     /// Longest a queued record waits for its batch to fill before it is written (batched
-    /// mode; sync records are written at once).
+    /// mode; in sync mode on SQLite, a journaled record before its database insert, cut short
+    /// when the admin API reads the log).
     pub flush_interval_ms: u64,
     /// A write that takes longer counts as failed: the batch goes to the spool.
     pub write_timeout_ms: u64,

@@ -65,6 +65,8 @@ async fn postgres_n_records_are_n_rows() {
     n_records_are_n_rows(pg_settings(db.url(), dir.path()), audit_settings()).await;
 }
 
+/// On SQLite the record is journaled when `record()` returns and in the database once
+/// `settled()` returns; on Postgres it is committed at once.
 async fn sync_mode_writes_before_returning(storage: StorageSettings) {
     let store = Store::connect(&storage).await.expect("connect");
     // A long linger would delay batched records; sync records must not wait for it.
@@ -74,7 +76,8 @@ async fn sync_mode_writes_before_returning(storage: StorageSettings) {
         let started = std::time::Instant::now();
         log.record(sample(i)).await;
         assert!(started.elapsed() < Duration::from_secs(5));
-        assert_eq!(count(&store).await.expect("count"), i as i64 + 1, "record {i} is in the database when record() returns");
+        log.settled().await;
+        assert_eq!(count(&store).await.expect("count"), i as i64 + 1, "record {i} is in the database once settled");
     }
     log.shutdown(Duration::from_secs(5)).await;
     store.close().await;
@@ -165,6 +168,56 @@ async fn a_spool_left_by_a_previous_run_is_replayed_at_start_up() {
     log.record(sample(99)).await;
     log.shutdown(Duration::from_secs(5)).await;
     assert_eq!(count(&store).await.expect("count"), 21);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn a_journal_left_by_a_crash_is_replayed_once_at_start_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::connect(&sqlite_settings(dir.path())).await.expect("connect");
+    let line = |r: &AuditRecord| serde_json::to_string(r).expect("json") + "\n";
+    // Killed while inserting a sealed file (its first 5 records committed) with 5 more
+    // journaled and answered in the other file, the last write torn.
+    let sealed: Vec<AuditRecord> = (0..10).map(sample).collect();
+    toolgate::audit::insert_batch(&store, &sealed[..5]).await.expect("insert");
+    std::fs::write(dir.path().join("audit-journal.0.jsonl"), sealed.iter().map(line).collect::<String>()).expect("write");
+    let active: Vec<AuditRecord> = (10..15).map(sample).collect();
+    std::fs::write(dir.path().join("audit-journal.1.jsonl"), active.iter().map(line).collect::<String>() + r#"{"id":"01"#).expect("write");
+
+    let log = AuditLog::start(&audit_settings(), store.clone()).expect("start");
+    assert!(eventually(Duration::from_secs(5), || async { log.spool_bytes() == 0 }).await, "{:?}", log.stats());
+    assert_eq!(count(&store).await.expect("count"), 15, "each record once");
+    for n in 0..2 {
+        let left = std::fs::read(dir.path().join(format!("audit-journal.{n}.jsonl"))).expect("journal file");
+        assert!(left.is_empty(), "journal file {n} emptied");
+    }
+    log.shutdown(Duration::from_secs(5)).await;
+    store.close().await;
+}
+
+#[tokio::test]
+async fn concurrent_sync_callers_share_journal_writes_and_every_record_reaches_the_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::connect(&sqlite_settings(dir.path())).await.expect("connect");
+    let log = AuditLog::start(&audit_settings(), store.clone()).expect("start");
+    let callers: Vec<_> = (0..64)
+        .map(|c| {
+            let log = log.clone();
+            tokio::spawn(async move {
+                for i in 0..20 {
+                    log.record(sample(c * 100 + i)).await;
+                }
+            })
+        })
+        .collect();
+    for c in callers {
+        c.await.expect("caller");
+    }
+    log.settled().await;
+    assert_eq!(count(&store).await.expect("count"), 64 * 20);
+    let stats = log.stats();
+    assert_eq!((stats.records_written, stats.records_spooled, stats.records_lost), (64 * 20, 0, 0), "{stats:?}");
+    log.shutdown(Duration::from_secs(5)).await;
     store.close().await;
 }
 
