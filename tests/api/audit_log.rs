@@ -222,6 +222,30 @@ async fn concurrent_sync_callers_share_journal_writes_and_every_record_reaches_t
 }
 
 #[tokio::test]
+async fn journaled_records_the_database_refuses_go_to_the_spool_and_come_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::connect(&sqlite_settings(dir.path())).await.expect("connect");
+    let toolgate::store::Backend::Sqlite(pool) = store.backend() else { unreachable!("SQLite settings") };
+    let log = AuditLog::start(&audit_settings(), store.clone()).expect("start");
+    for i in 0..10 {
+        log.record(sample(i)).await;
+    }
+    log.settled().await;
+    // The table goes away: the journal still answers, its insert fails, the spool takes them.
+    sqlx::query("ALTER TABLE audit_log RENAME TO audit_log_away").execute(pool).await.expect("rename");
+    for i in 10..20 {
+        log.record(sample(i)).await;
+    }
+    assert!(eventually(Duration::from_secs(5), || async { log.records_spooled() == 10 }).await, "{:?}", log.stats());
+    sqlx::query("ALTER TABLE audit_log_away RENAME TO audit_log").execute(pool).await.expect("rename back");
+    assert!(eventually(Duration::from_secs(5), || async { log.spool_bytes() == 0 }).await, "{:?}", log.stats());
+    assert_eq!(count(&store).await.expect("count"), 20, "each record once");
+    assert_eq!(log.records_lost(), 0);
+    log.shutdown(Duration::from_secs(5)).await;
+    store.close().await;
+}
+
+#[tokio::test]
 async fn prune_deletes_only_old_records() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::connect(&sqlite_settings(dir.path())).await.expect("connect");
