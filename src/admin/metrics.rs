@@ -15,7 +15,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use crate::audit::AuditLog;
 use crate::limits::Limiter;
 use crate::metrics::{
-    AUDIT_QUEUE_DEPTH, AUDIT_SPOOL_BYTES, CONTENT_TYPE, DB_POOL_CONNECTIONS, RATE_LIMIT_TRACKED_KEYS, SESSIONS_OPEN, TOOL_CALLS_QUEUED,
+    AUDIT_JOURNAL_RECORDS, AUDIT_QUEUE_DEPTH, AUDIT_SPOOL_BYTES, CONTENT_TYPE, DB_POOL_CONNECTIONS, RATE_LIMIT_TRACKED_KEYS, SESSIONS_OPEN,
+    TOOL_CALLS_QUEUED,
 };
 use crate::server::McpServer;
 use crate::session::SessionStore;
@@ -55,6 +56,7 @@ fn sample(s: &Scrape) {
     if let Some(audit) = &s.audit {
         metrics::gauge!(AUDIT_QUEUE_DEPTH).set(audit.queue_depth() as f64);
         metrics::gauge!(AUDIT_SPOOL_BYTES).set(audit.spool_bytes() as f64);
+        metrics::gauge!(AUDIT_JOURNAL_RECORDS).set(audit.journal_backlog() as f64);
     }
     let (size, idle) = match s.store.backend() {
         Backend::Sqlite(pool) => (pool.size(), pool.num_idle()),

@@ -208,6 +208,11 @@ impl AuditLog {
         self.shared.spool.pending_bytes()
     }
 
+    /// Records answered from the journal and not yet handed on to the database or the spool.
+    pub fn journal_backlog(&self) -> u64 {
+        self.shared.journaled.load(Ordering::Relaxed).saturating_sub(*self.shared.handed_on.borrow())
+    }
+
     /// Records inserted into the database (directly or from the spool) by this process.
     pub fn records_written(&self) -> u64 {
         self.shared.counters.written.load(Ordering::Relaxed)

@@ -142,7 +142,8 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Queued>, mut
             w.replay_step().await;
         }
         let idle = w.idle();
-        // A journal holding a queue's worth waits for its insert: callers then wait too.
+        // 32 batches journaled and not yet inserted (the database is slow): take no more until
+        // the insert in flight ends; callers wait, and once the queue is full spool their own.
         let room = w.journaled.len() < w.shared.batch_size.max(1) * 32;
         tokio::select! {
             biased;
@@ -155,7 +156,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Queued>, mut
                 }
                 continue;
             }
-            done = async { w.ingest.as_mut().expect("guarded").await }, if w.ingest.is_some() => {
+            done = ingest_finished(&mut w.ingest) => {
                 w.ingest = None;
                 w.ingested(done).await;
                 w.start_ingest(false).await;
@@ -290,11 +291,12 @@ impl Writer {
     }
 
     /// How long the loop may sleep: until the next replay try, or until journaled records are
-    /// due in the database.
+    /// due in the database (while an insert is in flight, its end wakes the loop instead).
     fn idle(&self) -> Duration {
         let now = Instant::now();
         let retry = self.shared.spool.has_pending().then(|| self.next_retry.saturating_duration_since(now));
-        let ingest = self.journaled_since.map(|t| (t + self.shared.flush_interval).saturating_duration_since(now));
+        let since = self.journaled_since.filter(|_| self.ingest.is_none());
+        let ingest = since.map(|t| (t + self.shared.flush_interval).saturating_duration_since(now));
         retry.into_iter().chain(ingest).min().unwrap_or(Duration::from_secs(3600))
     }
 
@@ -454,6 +456,14 @@ impl Writer {
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> std::io::Result<T> {
     tokio::task::spawn_blocking(f).await.map_err(std::io::Error::other)?
+}
+
+/// The insert in flight, once it ends; never, when there is none.
+async fn ingest_finished(ingest: &mut Option<JoinHandle<Ingested>>) -> Result<Ingested, tokio::task::JoinError> {
+    match ingest {
+        Some(handle) => handle.await,
+        None => std::future::pending().await,
+    }
 }
 
 /// One insert under a time budget, traced; the error says what went wrong.

@@ -68,6 +68,8 @@ pub const RATE_LIMIT_TRACKED_KEYS: &str = "toolgate_rate_limit_tracked_keys";
 pub const AUDIT_QUEUE_DEPTH: &str = "toolgate_audit_queue_depth";
 /// Gauge (sampled).
 pub const AUDIT_SPOOL_BYTES: &str = "toolgate_audit_spool_bytes";
+/// Gauge (sampled).
+pub const AUDIT_JOURNAL_RECORDS: &str = "toolgate_audit_journal_records";
 /// Histogram: one database insert of a batch (fresh or replayed), successful or not.
 pub const AUDIT_BATCH_DURATION: &str = "toolgate_audit_batch_duration_seconds";
 /// Counter.
@@ -232,6 +234,10 @@ pub fn describe() {
     describe_gauge!(RATE_LIMIT_TRACKED_KEYS, "Keys the rate limiter tracks now (clients, tools, addresses).");
     describe_gauge!(AUDIT_QUEUE_DEPTH, "Audit records waiting for the background writer.");
     describe_gauge!(AUDIT_SPOOL_BYTES, Unit::Bytes, "Bytes in the audit spool not yet confirmed in the database.");
+    describe_gauge!(
+        AUDIT_JOURNAL_RECORDS,
+        "Audit records answered from the fsynced journal and not yet in the database (sync durability on SQLite)."
+    );
     describe_histogram!(AUDIT_BATCH_DURATION, Unit::Seconds, "Duration of one audit batch insert into the database, successful or not.");
     describe_counter!(AUDIT_RECORDS_WRITTEN, "Audit records inserted into the database (directly or from the spool).");
     describe_counter!(AUDIT_REPLAYED_RECORDS, "Audit records moved from the spool into the database.");

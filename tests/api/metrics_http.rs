@@ -350,6 +350,7 @@ async fn the_audit_writer_stores_the_calls_records_in_batches() {
     assert!(m.sum("toolgate_audit_batch_duration_seconds_sum", &[]) > 0.0);
     assert!(m.get("toolgate_audit_queue_depth", &[]).is_some());
     assert_eq!(m.get("toolgate_audit_spool_bytes", &[]), Some(0.0), "the database is up: nothing spooled");
+    assert!(m.get("toolgate_audit_journal_records", &[]).is_some(), "the journal's backlog is exported");
 }
 
 /// A GET stream counts as open exactly while it is, and a list change reaching it is counted
