@@ -53,6 +53,15 @@ impl Journal {
         Ok(Self { paths, active: Mutex::new(Active { index: 0, file: None, torn: false }) })
     }
 
+    /// The journal in the spool's directory, with what an earlier run left in it moved into the
+    /// spool. Returns the bytes moved.
+    pub(crate) fn open_beside(spool: &Spool) -> io::Result<(Self, u64)> {
+        let dir = spool.path().parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let journal = Self::open(dir)?;
+        let moved = journal.recover(spool)?;
+        Ok((journal, moved))
+    }
+
     /// Appends `records` as JSON lines to the active file and fsyncs before returning.
     pub(crate) fn append(&self, records: &[AuditRecord]) -> io::Result<()> {
         let mut buf = Vec::with_capacity(records.len() * 512 + 1);

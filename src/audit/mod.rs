@@ -92,10 +92,8 @@ impl AuditLog {
         settings.validate().map_err(AuditError::Settings)?;
         let spool_path = settings.spool_path.clone().unwrap_or_else(|| store.data_dir().join(DEFAULT_SPOOL_FILE));
         let spool = spool::Spool::open(spool_path.clone()).map_err(|source| AuditError::Spool { path: spool_path, source })?;
-        let journal =
-            (settings.enabled && settings.durability == Durability::Sync && matches!(store.backend(), crate::store::Backend::Sqlite(_)))
-                .then(|| open_journal(&spool))
-                .transpose()?;
+        // Opened by the writer, off start-up's path (see `journal`).
+        let journaling = settings.durability == Durability::Sync && matches!(store.backend(), crate::store::Backend::Sqlite(_));
         let sink = match &settings.jsonl {
             Some(target) => Some(sink::Sink::open(target).map_err(|source| AuditError::Sink { target: target.clone(), source })?),
             None => None,
@@ -103,7 +101,8 @@ impl AuditLog {
         let shared = Arc::new(Shared {
             store: store.clone(),
             spool,
-            journal,
+            journaling,
+            journal: Default::default(),
             sink,
             counters: Counters::default(),
             journaled: Default::default(),
@@ -258,18 +257,6 @@ impl AuditLog {
     pub fn spool_path(&self) -> &std::path::Path {
         self.shared.spool.path()
     }
-}
-
-/// The journal beside the spool; what an earlier run left in it moves into the spool first.
-fn open_journal(spool: &spool::Spool) -> Result<journal::Journal, AuditError> {
-    let dir = spool.path().parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-    let failed = |source| AuditError::Spool { path: dir.to_owned(), source };
-    let journal = journal::Journal::open(dir).map_err(failed)?;
-    let moved = journal.recover(spool).map_err(failed)?;
-    if moved > 0 {
-        tracing::info!(bytes = moved, "audit journal left by an earlier run moved to the spool for replay");
-    }
-    Ok(journal)
 }
 
 /// Hourly retention; the first pass a minute after start so it does not compete with start-up.

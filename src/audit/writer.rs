@@ -24,8 +24,10 @@ const SPOOL_RESERVE: Duration = Duration::from_millis(250);
 pub(crate) struct Shared {
     pub(crate) store: Store,
     pub(crate) spool: Spool,
-    /// Present for `sync` durability on SQLite (see [`super::journal`]).
-    pub(crate) journal: Option<Journal>,
+    /// `sync` durability on SQLite: the writer opens the journal (see [`super::journal`]) when
+    /// it starts, and commits each group directly until then or if it cannot.
+    pub(crate) journaling: bool,
+    pub(crate) journal: std::sync::OnceLock<Journal>,
     pub(crate) sink: Option<Sink>,
     pub(crate) counters: Counters,
     /// Records journaled, and records the journal has handed on (to the database or the
@@ -126,6 +128,9 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Queued>, mut
         flush_wanted: false,
         ingest: None,
     };
+    if w.shared.journaling {
+        w.open_journal().await;
+    }
     // A spool left by an earlier run goes first, while new records wait in the queue.
     while w.shared.spool.has_pending() && !w.db_down && Instant::now() >= w.next_retry && stop.borrow().is_none() {
         w.replay_step().await;
@@ -256,12 +261,12 @@ impl Writer {
     /// Journals a group and answers its callers, when there is a journal and the database is
     /// up; gives the group back otherwise (or when the journal cannot be written).
     async fn journal(&mut self, records: Vec<AuditRecord>, acks: Vec<Ack>) -> Option<(Vec<AuditRecord>, Vec<Ack>)> {
-        if self.shared.journal.is_none() || self.db_down {
+        if self.shared.journal.get().is_none() || self.db_down {
             return Some((records, acks));
         }
         let s = Arc::clone(&self.shared);
         let appended = tokio::task::spawn_blocking(move || {
-            let result = s.journal.as_ref().map_or(Ok(()), |j| j.append(&records));
+            let result = s.journal.get().map_or(Ok(()), |j| j.append(&records));
             if let (Ok(()), Some(sink)) = (&result, &s.sink) {
                 sink.emit(&records);
             }
@@ -290,6 +295,23 @@ impl Writer {
         }
     }
 
+    /// Opens the journal beside the spool; what an earlier run left in it moves into the spool
+    /// first, for the replay that follows.
+    async fn open_journal(&mut self) {
+        let s = Arc::clone(&self.shared);
+        match blocking(move || Journal::open_beside(&s.spool)).await {
+            Ok((journal, moved)) => {
+                if moved > 0 {
+                    tracing::info!(bytes = moved, "audit journal left by an earlier run moved to the spool for replay");
+                }
+                let _ = self.shared.journal.set(journal);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, spool = %self.shared.spool.path().display(), "cannot open the audit journal beside the spool; committing each group to the database instead");
+            }
+        }
+    }
+
     /// How long the loop may sleep: until the next replay try, or until journaled records are
     /// due in the database (while an insert is in flight, its end wakes the loop instead).
     fn idle(&self) -> Duration {
@@ -314,7 +336,7 @@ impl Writer {
         }
         self.journaled_since = None;
         self.flush_wanted = false;
-        let Some(journal) = self.shared.journal.as_ref() else { return };
+        let Some(journal) = self.shared.journal.get() else { return };
         let sealed = journal.seal();
         let records = std::mem::take(&mut self.journaled);
         let Some(budget) = self.budget(false) else {
@@ -346,7 +368,7 @@ impl Writer {
         }
         self.shared.handed_on.send_modify(|h| *h += n);
         let s = Arc::clone(&self.shared);
-        let cleared = blocking(move || s.journal.as_ref().map_or(Ok(()), |j| j.clear(sealed))).await;
+        let cleared = blocking(move || s.journal.get().map_or(Ok(()), |j| j.clear(sealed))).await;
         if let Err(e) = cleared {
             tracing::warn!(error = %e, "cannot empty a sealed audit journal file; its records are replayed at the next start");
         }

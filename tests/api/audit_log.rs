@@ -185,7 +185,8 @@ async fn a_journal_left_by_a_crash_is_replayed_once_at_start_up() {
     std::fs::write(dir.path().join("audit-journal.1.jsonl"), active.iter().map(line).collect::<String>() + r#"{"id":"01"#).expect("write");
 
     let log = AuditLog::start(&audit_settings(), store.clone()).expect("start");
-    assert!(eventually(Duration::from_secs(5), || async { log.spool_bytes() == 0 }).await, "{:?}", log.stats());
+    let recovered = eventually(Duration::from_secs(5), || async { log.records_replayed() > 0 && log.spool_bytes() == 0 }).await;
+    assert!(recovered, "{:?}", log.stats());
     assert_eq!(count(&store).await.expect("count"), 15, "each record once");
     for n in 0..2 {
         let left = std::fs::read(dir.path().join(format!("audit-journal.{n}.jsonl"))).expect("journal file");
