@@ -13,12 +13,12 @@ use super::{Ack, Writer, blocking, spool, timed_insert};
 use crate::audit::journal::Journal;
 use crate::audit::record::AuditRecord;
 
-/// What an insert of a sealed journal file came back with.
-pub(super) struct Ingested {
+/// The insert of a sealed journal file, in flight. The records stay here too, so a task that
+/// fails leaves them to the spool, not lost.
+pub(super) struct Ingest {
     sealed: usize,
-    records: Vec<AuditRecord>,
-    outcome: Result<(), String>,
-    took: Duration,
+    records: Arc<Vec<AuditRecord>>,
+    handle: JoinHandle<(Result<(), String>, Duration)>,
 }
 
 impl Writer {
@@ -87,15 +87,15 @@ impl Writer {
     }
 
     /// Seals the journal and inserts what it holds in a task of its own, once a batch is full,
-    /// the oldest record has waited `flush_interval`, or `now` (a reader waits, or shutdown):
-    /// a large insert costs far less per record than a small one, and the journal already
-    /// holds the records safe. One insert at a time.
-    pub(super) async fn start_ingest(&mut self, now: bool) {
+    /// the oldest record has waited `flush_interval`, or a flush is wanted (a reader waits, or
+    /// shutdown): a large insert costs far less per record than a small one, and the journal
+    /// already holds the records safe. One insert at a time.
+    pub(super) async fn start_ingest(&mut self) {
         if self.ingest.is_some() || self.journaled.is_empty() {
             return;
         }
         let due = self.journaled_since.is_some_and(|t| t.elapsed() >= self.shared.flush_interval);
-        if !(now || due || self.flush_wanted || self.journaled.len() >= self.shared.batch_size) {
+        if !(due || self.flush_wanted || self.journaled.len() >= self.shared.batch_size) {
             return;
         }
         self.journaled_since = None;
@@ -107,21 +107,27 @@ impl Writer {
             // The database is down, or the shutdown deadline is near: straight to the spool.
             return self.retire(sealed, records, false).await;
         };
-        let store = self.shared.store.clone();
-        self.ingest = Some(tokio::spawn(async move {
-            let (outcome, took) = timed_insert(&store, &records, budget, false).await;
-            Ingested { sealed, records, outcome, took }
-        }));
+        let (store, records) = (self.shared.store.clone(), Arc::new(records));
+        let inserting = Arc::clone(&records);
+        let handle = tokio::spawn(async move { timed_insert(&store, &inserting, budget, false).await });
+        self.ingest = Some(Ingest { sealed, records, handle });
     }
 
-    pub(super) async fn ingested(&mut self, done: Result<Ingested, tokio::task::JoinError>) {
-        let Ok(Ingested { sealed, records, outcome, took }) = done else {
-            // The insert task died: its records stay in the sealed file, recovered at start-up.
-            tracing::error!("audit journal insert task failed");
-            return;
-        };
+    /// Settles the insert in flight once `done` says how it ended.
+    pub(super) async fn ingested(&mut self, done: Result<(Result<(), String>, Duration), tokio::task::JoinError>) {
+        let Some(Ingest { sealed, records, .. }) = self.ingest.take() else { return };
+        let (outcome, took) = done.unwrap_or_else(|e| (Err(format!("the insert task failed: {e}")), Duration::ZERO));
         let in_db = self.settle(records.len(), outcome, took);
+        // The task has ended, so this is the only reference left.
+        let records = Arc::try_unwrap(records).unwrap_or_else(|shared| shared.as_ref().clone());
         self.retire(sealed, records, in_db).await;
+    }
+
+    /// Waits for the insert in flight, if any, and settles it.
+    pub(super) async fn finish_ingest(&mut self) {
+        let Some(ingest) = self.ingest.as_mut() else { return };
+        let done = (&mut ingest.handle).await;
+        self.ingested(done).await;
     }
 
     /// Empties a sealed journal file once its records are in the database, or else in the spool.
@@ -139,10 +145,10 @@ impl Writer {
     }
 }
 
-/// The insert in flight, once it ends; never, when there is none.
-pub(super) async fn ingest_finished(ingest: &mut Option<JoinHandle<Ingested>>) -> Result<Ingested, tokio::task::JoinError> {
+/// How the insert in flight ended, once it has; never, when there is none.
+pub(super) async fn ingest_finished(ingest: &mut Option<Ingest>) -> Result<(Result<(), String>, Duration), tokio::task::JoinError> {
     match ingest {
-        Some(handle) => handle.await,
+        Some(ingest) => (&mut ingest.handle).await,
         None => std::future::pending().await,
     }
 }

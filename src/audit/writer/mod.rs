@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::db;
@@ -16,7 +15,7 @@ use super::record::AuditRecord;
 use super::sink::Sink;
 use super::spool::{Replay, Spool};
 use crate::store::Store;
-use journaled::{Ingested, ingest_finished};
+use journaled::{Ingest, ingest_finished};
 
 mod journaled;
 
@@ -106,7 +105,7 @@ struct Writer {
     /// A reader asked for the journaled records to be in the database.
     flush_wanted: bool,
     /// The insert of a sealed journal file in flight, if any (one at a time).
-    ingest: Option<JoinHandle<Ingested>>,
+    ingest: Option<Ingest>,
 }
 
 pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Queued>, mut stop: watch::Receiver<Option<Instant>>) {
@@ -156,9 +155,8 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Queued>, mut
                 continue;
             }
             done = ingest_finished(&mut w.ingest) => {
-                w.ingest = None;
                 w.ingested(done).await;
-                w.start_ingest(false).await;
+                w.start_ingest().await;
                 continue;
             }
             n = rx.recv_many(&mut buf, batch_size), if room => {
@@ -168,18 +166,18 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: mpsc::Receiver<Queued>, mut
             }
             () = w.shared.flush_now.notified() => {
                 w.flush_wanted = true;
-                w.start_ingest(false).await;
+                w.start_ingest().await;
                 continue;
             }
             () = tokio::time::sleep(idle) => {
-                w.start_ingest(false).await;
+                w.start_ingest().await;
                 continue;
             }
         }
         linger(&w.shared, &mut rx, &mut stop, &mut buf).await;
         let batch = std::mem::replace(&mut buf, Vec::with_capacity(batch_size));
         w.persist(batch).await;
-        w.start_ingest(false).await;
+        w.start_ingest().await;
     }
 }
 
@@ -341,15 +339,10 @@ impl Writer {
             self.persist(batch).await;
         }
         // The journal's last records: the insert in flight, then the rest, as the deadline allows.
-        if let Some(handle) = self.ingest.take() {
-            let done = handle.await;
-            self.ingested(done).await;
-        }
-        self.start_ingest(true).await;
-        if let Some(handle) = self.ingest.take() {
-            let done = handle.await;
-            self.ingested(done).await;
-        }
+        self.finish_ingest().await;
+        self.flush_wanted = true;
+        self.start_ingest().await;
+        self.finish_ingest().await;
         tracing::debug!(records = total, "audit writer drained");
     }
 }
