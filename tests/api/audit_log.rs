@@ -4,7 +4,7 @@ use crate::audit_support;
 
 use std::time::Duration;
 
-use audit_support::{PgDb, audit_settings, eventually, pg_settings, sample, sqlite_settings};
+use audit_support::{PgDb, audit_settings, eventually, json_lines, pg_settings, sample, sqlite_settings};
 use toolgate::audit::{AuditFilter, AuditLog, AuditRecord, AuditSettings, Durability, Outcome, count, prune, query};
 use toolgate::store::{StorageSettings, Store};
 
@@ -147,14 +147,13 @@ async fn queue_overflow_spills_to_the_spool_and_is_replayed() {
 async fn a_spool_left_by_a_previous_run_is_replayed_at_start_up() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::connect(&sqlite_settings(dir.path())).await.expect("connect");
-    let line = |r: &AuditRecord| serde_json::to_string(r).expect("json") + "\n";
     // A replay that was interrupted: 10 records, the first 5 of which had reached the database.
     let interrupted: Vec<AuditRecord> = (0..10).map(sample).collect();
     toolgate::audit::insert_batch(&store, &interrupted[..5]).await.expect("insert");
-    std::fs::write(dir.path().join("audit-spool.jsonl.replaying"), interrupted.iter().map(line).collect::<String>()).expect("write");
+    std::fs::write(dir.path().join("audit-spool.jsonl.replaying"), json_lines(&interrupted)).expect("write");
     // The live spool: 10 more, and a torn final line from the crash.
     let live: Vec<AuditRecord> = (10..20).map(sample).collect();
-    let mut text: String = live.iter().map(line).collect();
+    let mut text = json_lines(&live);
     text.push_str(r#"{"id":"0190"#);
     std::fs::write(dir.path().join("audit-spool.jsonl"), text).expect("write");
 
@@ -175,14 +174,13 @@ async fn a_spool_left_by_a_previous_run_is_replayed_at_start_up() {
 async fn a_journal_left_by_a_crash_is_replayed_once_at_start_up() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::connect(&sqlite_settings(dir.path())).await.expect("connect");
-    let line = |r: &AuditRecord| serde_json::to_string(r).expect("json") + "\n";
     // Killed while inserting a sealed file (its first 5 records committed) with 5 more
     // journaled and answered in the other file, the last write torn.
     let sealed: Vec<AuditRecord> = (0..10).map(sample).collect();
     toolgate::audit::insert_batch(&store, &sealed[..5]).await.expect("insert");
-    std::fs::write(dir.path().join("audit-journal.0.jsonl"), sealed.iter().map(line).collect::<String>()).expect("write");
+    std::fs::write(dir.path().join("audit-journal.0.jsonl"), json_lines(&sealed)).expect("write");
     let active: Vec<AuditRecord> = (10..15).map(sample).collect();
-    std::fs::write(dir.path().join("audit-journal.1.jsonl"), active.iter().map(line).collect::<String>() + r#"{"id":"01"#).expect("write");
+    std::fs::write(dir.path().join("audit-journal.1.jsonl"), json_lines(&active) + r#"{"id":"01"#).expect("write");
 
     let log = AuditLog::start(&audit_settings(), store.clone()).expect("start");
     let recovered = eventually(Duration::from_secs(5), || async { log.records_replayed() > 0 && log.spool_bytes() == 0 }).await;

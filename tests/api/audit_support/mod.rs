@@ -89,6 +89,11 @@ pub fn audit_settings() -> AuditSettings {
     }
 }
 
+/// `records` as the spool and the journal hold them: one JSON line each.
+pub fn json_lines(records: &[AuditRecord]) -> String {
+    records.iter().map(|r| serde_json::to_string(r).expect("json") + "\n").collect()
+}
+
 /// Record `i` of a test: every field set, outcomes and kinds cycling.
 pub fn sample(i: usize) -> AuditRecord {
     const OUTCOMES: [Outcome; 8] = Outcome::ALL;
