@@ -29,5 +29,6 @@ pub mod telemetry;
 pub mod tool;
 pub mod tooldef;
 pub mod transport;
+pub mod untrusted;
 pub mod upstream;
 pub mod yaml;

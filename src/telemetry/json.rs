@@ -2,6 +2,8 @@
 //! of every span it happened in, flattened to the top level (the innermost span wins). So a
 //! line logged deep inside a tool still carries the `request_id` and `trace_id` of its request,
 //! which tracing-subscriber's own JSON format only nests under `span`/`spans`.
+//! Every value is capped at [`LOG_FIELD_MAX`](crate::untrusted::text::LOG_FIELD_MAX) bytes; the
+//! JSON encoder escapes it.
 
 use std::fmt;
 
@@ -86,7 +88,7 @@ struct Visitor<'a>(&'a mut Map<String, Value>);
 
 impl Visit for Visitor<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_owned(), Value::String(value.to_owned()));
+        self.0.insert(field.name().to_owned(), Value::String(super::fields::capped(&format_args!("{value}"))));
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
@@ -106,10 +108,10 @@ impl Visit for Visitor<'_> {
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.0.insert(field.name().to_owned(), Value::String(value.to_string()));
+        self.0.insert(field.name().to_owned(), Value::String(super::fields::capped(&format_args!("{value}"))));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.insert(field.name().to_owned(), Value::String(format!("{value:?}")));
+        self.0.insert(field.name().to_owned(), Value::String(super::fields::capped(value)));
     }
 }

@@ -6,8 +6,10 @@
 //! MCP request whose `_meta` names another trace gets an `mcp` span with that `trace_id`
 //! ([`mcp_span`]). Inside them: `auth` (bearer verification), `rate_limit`, `tool` (one
 //! execution, with the tool's name) and, in the audit writer, `audit.write`. Spans carry ids,
-//! names and outcomes only: never a token, a secret or an argument value.
+//! names and outcomes only: never a token, a secret or an argument value. Every field value is
+//! escaped and capped on its way into a line ([`fields`]), whoever logged it.
 
+mod fields;
 pub mod http;
 mod json;
 #[cfg(feature = "otel")]
@@ -88,7 +90,14 @@ where
                 .boxed(),
         ),
         LogFormat::Pretty => layers.push(
-            tracing_subscriber::fmt::layer().compact().with_target(true).with_ansi(ansi).with_writer(writer).with_filter(filter).boxed(),
+            tracing_subscriber::fmt::layer()
+                .compact()
+                .with_target(true)
+                .with_ansi(ansi)
+                .fmt_fields(fields::escaped())
+                .with_writer(writer)
+                .with_filter(filter)
+                .boxed(),
         ),
     }
     #[cfg_attr(not(feature = "otel"), expect(unused_mut, reason = "only the otel feature adds the provider"))]

@@ -6,7 +6,6 @@
 
 use crate::common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::TestServer;
@@ -22,29 +21,6 @@ const SECRET_ARG: &str = "SECRET-ARGUMENT-VALUE-7f3a";
 const HEADER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const META_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
 const RESOURCE: &str = "http://127.0.0.1:8080/mcp";
-
-/// Log output captured in memory.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
-    type Writer = Capture;
-
-    fn make_writer(&'a self) -> Capture {
-        self.clone()
-    }
-}
 
 /// A tool that logs, and logs again from a task it spawns (the span must follow).
 fn chatty() -> Tool {
@@ -71,7 +47,7 @@ fn call(id: i64, meta: Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_line_of_a_tool_call_carries_request_and_trace_ids_and_no_secret() {
-    let buffer = Capture::default();
+    let buffer = common::Capture::default();
     let log = LogSettings { format: LogFormat::Json, filter: "info,toolgate=debug,tower_http=debug".into(), ..LogSettings::default() };
     let telemetry = toolgate::telemetry::init_with_writer(&log, buffer.clone());
 
