@@ -71,6 +71,11 @@ pub struct UpstreamSettings {
     /// clear error instead of being buffered. 4 MiB.
     #[serde(default = "default_max_message_bytes")]
     pub max_message_bytes: usize,
+    /// Most JSON values one message from the upstream may decode to (every object, array,
+    /// key, string, number, boolean and null counts one): what a message may cost in memory
+    /// whatever its size in bytes (a few bytes of `{}` decode to far more). 200,000.
+    #[serde(default = "default_max_message_values")]
+    pub max_message_values: usize,
     /// Milliseconds to connect and complete the MCP handshake. 10,000.
     #[serde(default = "default_connect_timeout_ms")]
     pub connect_timeout_ms: u64,
@@ -132,6 +137,10 @@ fn default_concurrency() -> usize {
 
 fn default_max_message_bytes() -> usize {
     4 * 1024 * 1024
+}
+
+fn default_max_message_values() -> usize {
+    200_000
 }
 
 fn default_connect_timeout_ms() -> u64 {
@@ -246,6 +255,9 @@ impl UpstreamSettings {
         }
         if self.max_message_bytes < 1024 {
             return Err((key("max_message_bytes"), "must be at least 1024".into()));
+        }
+        if self.max_message_values < 1024 {
+            return Err((key("max_message_values"), "must be at least 1024".into()));
         }
         if self.timeout_ms == Some(0) || self.connect_timeout_ms == 0 {
             return Err((key("timeout_ms"), "timeout_ms and connect_timeout_ms must be at least 1".into()));

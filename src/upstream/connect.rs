@@ -35,6 +35,8 @@ pub struct Open {
     pub listen: bool,
     /// The HTTP client to use (shared by callers' own connections); `None` builds one.
     pub client: Option<HttpClient>,
+    /// Where a stdio upstream's stderr goes (the upstream's link keeps it for its status).
+    pub stderr: Option<std::sync::Arc<super::stderr::Stderr>>,
 }
 
 /// Connects and completes the handshake within `connect_timeout_ms`. A `url` upstream on
@@ -47,15 +49,16 @@ pub async fn connect(
     open: Open,
 ) -> Result<(Peer, Handshake), UpstreamError> {
     let timeout = Duration::from_millis(settings.connect_timeout_ms);
-    if let Some(stdio) = &settings.stdio {
-        let peer = super::stdio::spawn(name, stdio, tools, settings.max_message_bytes)?;
+    if settings.stdio.is_some() {
+        let sink = open.stderr.clone().unwrap_or_else(|| std::sync::Arc::new(super::stderr::Stderr::new(name)));
+        let peer = super::stdio::spawn(name, settings, tools, sink)?;
         return finish(peer, None, UpstreamProtocol::Legacy, timeout, &open).await;
     }
     if settings.transport == HttpTransport::Sse {
         return connect_sse(name, settings, &open, timeout).await;
     }
     let wire = HttpWire::new(settings, credentials(settings)?, open.bearer.clone(), open.client.clone())?;
-    let peer = Peer::new(name, Wire::Http(wire.clone()));
+    let peer = Peer::new(name, Wire::Http(wire.clone()), super::inbound::budget(settings));
     match finish(peer, Some(wire), settings.protocol, timeout, &open).await {
         Err(UpstreamError::Status(400 | 404 | 405)) if settings.transport == HttpTransport::Auto => {
             connect_sse(name, settings, &open, timeout).await
@@ -66,7 +69,7 @@ pub async fn connect(
 
 async fn connect_sse(name: &str, settings: &UpstreamSettings, open: &Open, timeout: Duration) -> Result<(Peer, Handshake), UpstreamError> {
     let wire = SseWire::new(settings, credentials(settings)?, open.bearer.clone(), open.client.clone())?;
-    let peer = Peer::new(name, Wire::Sse(wire.clone()));
+    let peer = Peer::new(name, Wire::Sse(wire.clone()), super::inbound::budget(settings));
     let opening = Opening(Some(peer.clone()));
     wire.open(&peer, timeout).await?;
     opening.disarm();

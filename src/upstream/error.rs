@@ -28,6 +28,9 @@ pub enum UpstreamError {
     Refused { status: u16, challenge: String },
     #[error("the upstream sent a message larger than {0} bytes (upstreams.<name>.max_message_bytes)")]
     TooLarge(usize),
+    /// A message within the byte limit that would cost too much decoded.
+    #[error("the upstream sent a message that {0} (upstreams.<name>.max_message_values)")]
+    TooComplex(String),
     /// The upstream broke the protocol (not JSON, a malformed answer).
     #[error("the upstream broke the protocol: {0}")]
     Protocol(String),

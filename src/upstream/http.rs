@@ -149,11 +149,7 @@ impl HttpWire {
             self.read_events(peer, response, related).await;
         } else {
             let body = read_limited(response, self.0.max).await?;
-            match serde_json::from_slice::<Value>(&body) {
-                Ok(Value::Array(batch)) => batch.into_iter().for_each(|m| peer.dispatch(m, related)),
-                Ok(m) => peer.dispatch(m, related),
-                Err(e) => return Err(UpstreamError::Protocol(format!("the answer is not JSON: {e}"))),
-            }
+            peer.receive(&body, related)?;
         }
         if let Some(id) = related {
             peer.fail(id, UpstreamError::Protocol("the upstream's response ended without an answer".into()));
@@ -284,19 +280,14 @@ pub(super) async fn read_events(peer: &Peer, response: reqwest::Response, relate
             }
             continue;
         }
-        match serde_json::from_str::<Value>(&event.data) {
-            Ok(message) => {
-                // The answer ends this request's stream: stop reading it, whether or not the
-                // upstream closes it (the spec says it should, not that it must).
-                let answered =
-                    related.is_some_and(|id| message.get("id").and_then(Value::as_i64) == Some(id) && message.get("method").is_none());
-                peer.dispatch(message, related);
-                if answered {
-                    read_to_end(events);
-                    return;
-                }
-            }
-            Err(_) => tracing::warn!(upstream = ?peer, "ignored an event that is not JSON-RPC"),
+        if peer.receive(event.data.as_bytes(), related).is_err() {
+            tracing::warn!(upstream = ?peer, "ignored an event that is not JSON-RPC");
+        }
+        // The answer ends this request's stream: stop reading it, whether or not the upstream
+        // closes it (the spec says it should, not that it must).
+        if related.is_some_and(|id| !peer.is_pending(id)) {
+            read_to_end(events);
+            return;
         }
     }
 }

@@ -85,10 +85,11 @@ impl SseWire {
                 };
                 match event {
                     Some(Ok(event)) if event.data.is_empty() => {}
-                    Some(Ok(event)) => match serde_json::from_str::<Value>(&event.data) {
-                        Ok(message) => peer.dispatch(message, None),
-                        Err(_) => tracing::warn!(upstream = ?peer, "ignored an event that is not JSON-RPC"),
-                    },
+                    Some(Ok(event)) => {
+                        if peer.receive(event.data.as_bytes(), None).is_err() {
+                            tracing::warn!(upstream = ?peer, "ignored an event that is not JSON-RPC");
+                        }
+                    }
                     Some(Err(e)) => {
                         // An oversized message: nothing says which request it answered.
                         peer.fail_all(&e);

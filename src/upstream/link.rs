@@ -32,6 +32,8 @@ pub struct Link {
     pub(super) users: Option<users::Users>,
     /// Token exchange: the HTTP client every caller's connection shares (made at first use).
     callers_client: std::sync::OnceLock<http::HttpClient>,
+    /// A stdio upstream's stderr: its last lines for the status, the log's rate.
+    pub(super) stderr: Arc<super::stderr::Stderr>,
     /// This upstream's call metrics.
     pub(crate) metrics: crate::metrics::record::UpstreamMetrics,
     /// Stops this upstream's supervisor (removed or replaced through the admin API, or
@@ -68,6 +70,9 @@ pub struct UpstreamStatus {
     /// The stored definition's revision (`admin` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
+    /// A stdio upstream's last stderr lines, and how many the log did not get.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<super::stderr::StderrStatus>,
 }
 
 impl Link {
@@ -98,7 +103,11 @@ impl Link {
     }
 
     pub fn status(&self) -> UpstreamStatus {
-        self.status.lock().clone()
+        let mut status = self.status.lock().clone();
+        if self.settings.stdio.is_some() {
+            status.stderr = Some(self.stderr.status());
+        }
+        status
     }
 
     pub(super) fn update(&self, change: impl FnOnce(&mut UpstreamStatus)) {
@@ -137,6 +146,7 @@ impl Link {
             oauth,
             users: exchange.then(users::cache),
             callers_client: std::sync::OnceLock::new(),
+            stderr: Arc::new(super::stderr::Stderr::new(name)),
             metrics: crate::metrics::record::UpstreamMetrics::new(name),
             stop,
         })

@@ -69,6 +69,8 @@ struct Inner {
     /// Answers to the upstream's own requests being sent at once: an upstream that floods
     /// requests gets the excess dropped rather than a task each.
     answering: Arc<tokio::sync::Semaphore>,
+    /// What one message may cost decoded ([`super::inbound`]).
+    budget: crate::untrusted::json::Budget,
     name: String,
 }
 
@@ -79,7 +81,7 @@ impl std::fmt::Debug for Peer {
 }
 
 impl Peer {
-    pub(super) fn new(name: &str, wire: Wire) -> Self {
+    pub(super) fn new(name: &str, wire: Wire, budget: crate::untrusted::json::Budget) -> Self {
         Self {
             inner: Arc::new(Inner {
                 wire,
@@ -90,6 +92,7 @@ impl Peer {
                 reason: Mutex::new(None),
                 changed: Notify::new(),
                 answering: Arc::new(tokio::sync::Semaphore::new(MAX_ANSWERING)),
+                budget,
                 name: name.to_owned(),
             }),
         }
@@ -312,6 +315,15 @@ impl Peer {
 
     pub(super) async fn changed(&self) {
         self.inner.changed.notified().await
+    }
+
+    pub(super) fn budget(&self) -> crate::untrusted::json::Budget {
+        self.inner.budget
+    }
+
+    /// Whether request `id` still waits for its answer.
+    pub(super) fn is_pending(&self, id: i64) -> bool {
+        self.inner.pending.lock().contains_key(&id)
     }
 
     /// Fails one waiting request (its send failed, or its answer was unusable).

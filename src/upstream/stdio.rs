@@ -2,11 +2,13 @@
 //! stdout. The `command` kind's rules apply: the program is resolved and checked against
 //! `tools.command.allowed_programs`, there is no shell, the environment is empty but for the
 //! allow-list, and the child leads its own process group, which is stopped whole (SIGTERM,
-//! then SIGKILL) when the connection ends. Its stderr goes to the log.
+//! then SIGKILL) when the connection ends. Its stderr goes to the log at a bounded rate, its
+//! last lines to the status ([`super::stderr`]).
 
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -17,9 +19,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::UpstreamError;
 use super::peer::Peer;
+use super::stderr::Stderr;
 use super::wire::Wire;
 use crate::config::ToolSettings;
-use crate::config::upstreams::StdioSettings;
+use crate::config::upstreams::{StdioSettings, UpstreamSettings};
 use crate::tooldef::BuildCtx;
 use crate::tooldef::command::{ProcessGroup, resolve_program};
 
@@ -58,7 +61,10 @@ pub fn program(settings: &StdioSettings, tools: &ToolSettings, upstream: &str) -
 }
 
 /// Starts the child and returns a peer over its stdio.
-pub fn spawn(name: &str, settings: &StdioSettings, tools: &ToolSettings, max_message_bytes: usize) -> Result<Peer, UpstreamError> {
+pub fn spawn(name: &str, upstream: &UpstreamSettings, tools: &ToolSettings, sink: Arc<Stderr>) -> Result<Peer, UpstreamError> {
+    let Some(settings) = &upstream.stdio else {
+        return Err(UpstreamError::Transport("not a stdio upstream".into()));
+    };
     let program = program(settings, tools, name).map_err(|e| UpstreamError::Transport(format!("stdio.program: {e}")))?;
     let mut command = Command::new(&program);
     command
@@ -80,10 +86,10 @@ pub fn spawn(name: &str, settings: &StdioSettings, tools: &ToolSettings, max_mes
     let group = ProcessGroup::new(child, KILL_GRACE).map_err(|e| UpstreamError::Transport(e.to_string()))?;
     let (lines, queue) = mpsc::channel(64);
     let stop = CancellationToken::new();
-    let peer = Peer::new(name, Wire::Stdio(StdioWire { lines, stop: stop.clone() }));
+    let peer = Peer::new(name, Wire::Stdio(StdioWire { lines, stop: stop.clone() }), super::inbound::budget(upstream));
     tokio::spawn(write_stdin(stdin, queue, stop.clone()));
-    tokio::spawn(read_stdout(peer.clone(), stdout, max_message_bytes));
-    tokio::spawn(log_stderr(name.to_owned(), stderr));
+    tokio::spawn(read_stdout(peer.clone(), stdout, upstream.max_message_bytes));
+    tokio::spawn(log_stderr(sink, stderr));
     tokio::spawn(watch(peer.clone(), group, stop));
     Ok(peer)
 }
@@ -119,14 +125,12 @@ async fn read_stdout(peer: Peer, stdout: tokio::process::ChildStdout, max: usize
             // one does; the connection itself goes on.
             Ok(Line::TooLong) => peer.fail_all(&UpstreamError::TooLarge(max)),
             Ok(Line::Complete) if line.iter().all(u8::is_ascii_whitespace) => {}
-            Ok(Line::Complete) => match serde_json::from_slice::<Value>(&line) {
-                Ok(Value::Array(batch)) => batch.into_iter().for_each(|m| peer.dispatch(m, None)),
-                Ok(message) => peer.dispatch(message, None),
-                Err(_) => {
+            Ok(Line::Complete) => {
+                if peer.receive(&line, None).is_err() {
                     let shown: String = String::from_utf8_lossy(&line).chars().take(200).collect();
                     tracing::warn!(upstream = ?peer, line = %shown, "ignored a line that is not JSON-RPC on the upstream's stdout");
                 }
-            },
+            }
             Err(e) => {
                 peer.close(format!("cannot read the upstream's output: {e}"));
                 return;
@@ -136,17 +140,30 @@ async fn read_stdout(peer: Peer, stdout: tokio::process::ChildStdout, max: usize
     peer.close("the upstream process closed its output");
 }
 
-async fn log_stderr(name: String, stderr: tokio::process::ChildStderr) {
+async fn log_stderr(sink: Arc<Stderr>, stderr: tokio::process::ChildStderr) {
+    // A flood followed by silence would otherwise leave its count unsaid.
+    let reporter = tokio::spawn({
+        let sink = sink.clone();
+        async move {
+            let mut every = tokio::time::interval(super::stderr::REPORT_EVERY);
+            loop {
+                every.tick().await;
+                sink.report();
+            }
+        }
+    });
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     // Read to the end whatever it is: a child blocked on a full stderr pipe would hang.
     while let Ok(read) = read_line(&mut reader, STDERR_LINE, &mut line).await {
         match read {
             Line::End => break,
-            Line::TooLong => tracing::info!(upstream = %name, "stderr: (a line longer than {STDERR_LINE} bytes)"),
-            Line::Complete => tracing::info!(upstream = %name, "stderr: {}", String::from_utf8_lossy(&line)),
+            Line::TooLong => sink.too_long(STDERR_LINE),
+            Line::Complete => sink.line(&line),
         }
     }
+    reporter.abort();
+    sink.report();
 }
 
 enum Line {

@@ -31,7 +31,7 @@ pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: Cancel
     while !stop.is_cancelled() {
         link.update(|s| s.state = "connecting");
         let attempt = tokio::select! {
-            attempt = connect(&link.name, &link.settings, &link.tool_settings, Open { bearer: link.own_bearer(), listen: true, client: None }) => attempt,
+            attempt = connect(&link.name, &link.settings, &link.tool_settings, Open { bearer: link.own_bearer(), listen: true, client: None, stderr: Some(link.stderr.clone()) }) => attempt,
             () = stop.cancelled() => break,
         };
         record::upstream_connect(&link.name, attempt.is_ok());

@@ -74,7 +74,7 @@ pub(super) async fn peer_for(link: &Arc<Link>, users: &Users, token: &BearerToke
             let exchanged = oauth.exchange(token).await;
             crate::metrics::record::upstream_token_exchange(&link.name, exchanged.is_ok());
             let minted = exchanged?;
-            let open = Open { bearer: Bearer::Fixed(minted.token), listen: false, client: Some(link.callers_client()?) };
+            let open = Open { bearer: Bearer::Fixed(minted.token), listen: false, client: Some(link.callers_client()?), stderr: None };
             let (peer, _) = connect(&link.name, &link.settings, &link.tool_settings, open).await?;
             Ok::<_, UpstreamError>(UserPeer { peer: Arc::new(peer), renew_at: minted.renew_at })
         })

@@ -86,9 +86,9 @@ async fn wait_upstream_saw(log: &PathBuf, what: impl Fn(&Value) -> bool) -> Valu
 async fn every_page_of_the_upstreams_tools_is_served_under_its_prefix() {
     let (server, _) = serve(json!({})).await;
     wait_for(&server, "fx_echo", true).await;
-    // The fixture lists 11 tools, three per page.
+    // The fixture lists 13 tools, three per page.
     let names = served(&server);
-    for tool in ["add", "ask", "die", "echo", "fail", "garbage", "hang", "huge", "mixed", "slow", "toggle_extra"] {
+    for tool in ["add", "ask", "blocks", "die", "echo", "fail", "garbage", "hang", "huge", "mixed", "noisy", "slow", "toggle_extra"] {
         assert!(names.contains(&format!("fx_{tool}")), "fx_{tool} missing from {names:?}");
     }
 }
@@ -277,7 +277,7 @@ async fn the_admin_api_shows_each_upstreams_state() {
     let status: Value = server.client.get(server.admin_url("/admin/upstreams")).send().await.expect("sent").json().await.expect("json");
     let fx = &status["upstreams"][0];
     assert_eq!((fx["name"].as_str(), fx["state"].as_str(), fx["transport"].as_str()), (Some("fx"), Some("connected"), Some("stdio")));
-    assert_eq!(fx["tools"], 11);
+    assert_eq!(fx["tools"], 13);
     assert_eq!(fx["server_info"]["name"], "stdio-upstream");
 }
 
@@ -407,7 +407,7 @@ async fn forwarded_calls_and_the_upstreams_state_are_in_the_metrics() {
         ("toolgate_upstream_calls_total", &[r#"upstream="fx""#, r#"outcome="ok""#], "1"),
         ("toolgate_upstream_calls_total", &[r#"upstream="fx""#, r#"outcome="tool_error""#], "1"),
         ("toolgate_upstream_up", &[r#"upstream="fx""#], "1"),
-        ("toolgate_upstream_tools", &[r#"upstream="fx""#], "11"),
+        ("toolgate_upstream_tools", &[r#"upstream="fx""#], "13"),
     ];
     for (metric, labels, value) in expected {
         let found = text.lines().any(|l| {
@@ -419,4 +419,74 @@ async fn forwarded_calls_and_the_upstreams_state_are_in_the_metrics() {
             text.lines().filter(|l| l.contains("upstream")).collect::<Vec<_>>().join("\n")
         );
     }
+}
+
+// A hostile upstream: names, answers and stderr chosen to hurt (issue 26).
+
+/// Peak resident memory of this process (nextest runs each test in its own), in KiB.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("VmHWM");
+    line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("VmHWM in kB")
+}
+
+#[tokio::test]
+async fn an_upstream_tool_name_with_a_newline_cannot_forge_a_log_line() {
+    let capture = crate::common::Capture::default();
+    let log = toolgate::config::LogSettings { format: toolgate::config::LogFormat::Pretty, filter: "info".into(), ..Default::default() };
+    let _telemetry = toolgate::telemetry::init_with_writer(&log, capture.clone());
+    let forged = "ok\n2026-11-27T10:00:00.000000Z ERROR toolgate: forged line";
+    let (server, _) = serve(json!({"stdio": {"env": {"UPSTREAM_EXTRA_NAMES": json!([forged]).to_string()}}})).await;
+    wait_for(&server, "fx_echo", true).await;
+    let logged = capture.text();
+    assert!(logged.contains("ok\\n2026-11-27T10:00:00.000000Z ERROR toolgate: forged line"), "the name is logged, escaped:\n{logged}");
+    assert!(!logged.lines().any(|l| l.starts_with("2026-11-27T10:00:00.000000Z")), "a forged line:\n{logged}");
+}
+
+#[tokio::test]
+async fn a_result_of_a_million_empty_blocks_is_refused_without_costing_its_decoded_size() {
+    let (server, _) = serve(json!({})).await;
+    wait_for(&server, "fx_blocks", true).await;
+    let session = server.initialize(V).await;
+    let before = peak_rss_kib();
+    // 3.8 MB on the wire, under max_message_bytes: ~670 MiB once decoded and relayed, before.
+    let answer = call(&server, &session, "fx_blocks", json!({"count": 1_300_000})).await;
+    let grown_mib = peak_rss_kib().saturating_sub(before) / 1024;
+    assert!(grown_mib < 64, "the answer cost {grown_mib} MiB");
+    assert_eq!(answer["result"]["isError"], true);
+    assert!(text(&answer).contains("max_message_values"), "says what to change: {}", text(&answer));
+    assert_eq!(text(&call(&server, &session, "fx_echo", json!({"text": "still here"})).await), "still here");
+}
+
+#[tokio::test]
+async fn a_flood_on_an_upstreams_stderr_is_logged_at_a_bounded_rate_and_counted() {
+    let capture = crate::common::Capture::default();
+    let log = toolgate::config::LogSettings { format: toolgate::config::LogFormat::Pretty, filter: "info".into(), ..Default::default() };
+    let _telemetry = toolgate::telemetry::init_with_writer(&log, capture.clone());
+    let (server, _) = serve(json!({})).await;
+    wait_for(&server, "fx_noisy", true).await;
+    let session = server.initialize(V).await;
+    assert_eq!(text(&call(&server, &session, "fx_noisy", json!({"lines": 20_000})).await), "noisy");
+    let url = server.admin_url("/admin/upstreams");
+    let mut stderr = Value::Null;
+    for _ in 0..200 {
+        let status: Value = server.client.get(&url).send().await.expect("sent").json().await.expect("json");
+        stderr = status["upstreams"][0]["stderr"].clone();
+        if stderr["tail"].as_array().and_then(|t| t.last()) == Some(&json!("noisy line 19999")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(stderr["tail"].as_array().map(Vec::len), Some(20), "the last lines are kept: {stderr}");
+    let not_logged = stderr["lines_not_logged"].as_u64().unwrap_or_default();
+    let logged = capture.text().lines().filter(|l| l.contains("stderr: noisy line")).count() as u64;
+    assert_eq!(logged + not_logged, 20_000, "every line is logged or counted");
+    assert!(logged <= 200, "{logged} lines logged");
+    for _ in 0..60 {
+        if capture.text().contains("lines were not logged") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the log never said lines were not logged");
 }

@@ -13,6 +13,8 @@ Environment:
                   A line that is not JSON is logged as {"_malformed": "<line>"}.
   UPSTREAM_TOOLS  comma-separated tool names offered at start (default: all but
                   `extra`), for allow/deny-list and list-change tests.
+  UPSTREAM_EXTRA_NAMES  a JSON array of further tool names offered (each answers like
+                  `echo`), for hostile names: newlines, control characters, clashes.
 
 Tools (tools/list pages hold 3 tools each):
   echo          {text}: returns the text unchanged.
@@ -25,6 +27,8 @@ Tools (tools/list pages hold 3 tools each):
   die           the process exits at once with status 3, without answering.
   garbage       writes a non-JSON line to stdout, then answers "after garbage".
   huge          {bytes}: one text block of that many "x" (default 8 MiB), for size limits.
+  blocks        {count}: that many empty content blocks `{}` (3 bytes each), for decoded-cost limits.
+  noisy         {lines}: writes that many numbered lines to stderr, then answers "noisy".
   toggle_extra  adds/removes tool `extra`, sends notifications/tools/list_changed, answers "toggled".
   extra         (only after toggle_extra) returns "extra".
 """
@@ -64,9 +68,13 @@ TOOLS = [
     tool("die", "Exit the server process with status 3 without answering."),
     tool("garbage", "Write a non-JSON line to stdout, then answer normally."),
     tool("huge", "Return one text block of `bytes` 'x' characters.", {"bytes": {**INT, "default": 8388608}}),
+    tool("blocks", "Return `count` empty content blocks.", {"count": {**INT, "default": 1000}}),
+    tool("noisy", "Write `lines` lines to stderr, then answer.", {"lines": {**INT, "default": 1000}}),
     tool("toggle_extra", "Add or remove the tool 'extra' and announce the change."),
     tool("extra", "Added and removed by toggle_extra; returns 'extra'."),
 ]
+EXTRA_NAMES = json.loads(os.environ.get("UPSTREAM_EXTRA_NAMES", "[]"))
+TOOLS[-1:-1] = [tool(n, "An extra name; answers like echo.", {"text": {"type": "string"}}) for n in EXTRA_NAMES]
 TOOL_NAMES = [t["name"] for t in TOOLS]
 
 _env_tools = os.environ.get("UPSTREAM_TOOLS")
@@ -103,6 +111,10 @@ def text(s, is_error=False):
     if is_error:
         result["isError"] = True
     return result
+
+
+class RawResult(str):
+    """A result already serialized as JSON text, written as it is."""
 
 
 class ToolError(Exception):
@@ -199,6 +211,19 @@ def tool_huge(args, cancelled, params):
     return text("x" * int_arg(args, "bytes", 8388608))
 
 
+def tool_blocks(args, cancelled, params):
+    # Written by hand: json.dumps of a million dicts is slow, and the test waits for it.
+    count = int_arg(args, "count", 1000)
+    return RawResult('{"content":[' + ",".join(["{}"] * count) + "]}")
+
+
+def tool_noisy(args, cancelled, params):
+    for i in range(int_arg(args, "lines", 1000)):
+        sys.stderr.write(f"noisy line {i}\n")
+    sys.stderr.flush()
+    return text("noisy")
+
+
 def tool_toggle_extra(args, cancelled, params):
     with state:
         offered.symmetric_difference_update({"extra"})
@@ -210,7 +235,9 @@ HANDLERS = {"echo": tool_echo, "add": tool_add, "mixed": tool_mixed,
             "fail": lambda *_: text("this tool always fails", True),
             "slow": tool_slow, "hang": tool_hang, "ask": tool_ask, "die": tool_die,
             "garbage": tool_garbage, "huge": tool_huge, "toggle_extra": tool_toggle_extra,
-            "extra": lambda *_: text("extra")}
+            "blocks": tool_blocks, "noisy": tool_noisy,
+            "extra": lambda *_: text("extra"),
+            **{n: tool_echo for n in EXTRA_NAMES}}
 
 
 def run_tool(rid, handler, args, params, cancelled):
@@ -228,6 +255,8 @@ def run_tool(rid, handler, args, params, cancelled):
         return
     if err is not None:
         error(rid, -32603, err)
+    elif isinstance(result, RawResult):
+        write_line(('{"jsonrpc":"2.0","id":%s,"result":%s}' % (json.dumps(rid), result)).encode())
     elif result is not None:
         send({"id": rid, "result": result})
 
