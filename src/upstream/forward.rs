@@ -210,7 +210,7 @@ async fn on_event(peer: &Peer, ctx: &ToolContext, event: CallEvent) -> Option<To
 
 /// The upstream's result as a toolgate result, every block kept: a block toolgate models
 /// exactly becomes that block, any other is relayed verbatim.
-fn relay(result: Value) -> ToolOutcome {
+pub fn relay(result: Value) -> ToolOutcome {
     let Value::Object(mut result) = result else {
         return Ok(CallToolResult::error("The upstream answered tools/call with something that is not a result object."));
     };

@@ -20,6 +20,15 @@ pub fn budget(settings: &UpstreamSettings) -> Budget {
     Budget { values: settings.max_message_values, depth: MAX_DEPTH }
 }
 
+/// Decodes one message as [`Peer::receive`] does, without dispatching it (the fuzz target
+/// `upstream_answers` and tests).
+pub fn decode(bytes: &[u8], budget: Budget) -> Result<Value, UpstreamError> {
+    json::from_slice(bytes, budget).map_err(|e| match e {
+        DecodeError::Invalid(e) => UpstreamError::Protocol(format!("a message that is not JSON: {e}")),
+        over => UpstreamError::TooComplex(over.to_string()),
+    })
+}
+
 impl Peer {
     /// Decodes one message (or batch) the upstream sent and dispatches it. `related` is the
     /// request whose HTTP response carried it. `Err` only for bytes that are not JSON, which

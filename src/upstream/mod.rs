@@ -18,7 +18,7 @@ pub mod error;
 mod events;
 mod forward;
 mod http;
-mod inbound;
+pub mod inbound;
 mod legacy_sse;
 mod link;
 mod modern;
@@ -39,6 +39,8 @@ use parking_lot::{Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 
 pub use error::UpstreamError;
+pub use forward::relay;
+pub use inbound::decode;
 pub use link::{Link, UpstreamStatus};
 pub use peer::Peer;
 
