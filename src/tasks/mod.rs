@@ -164,13 +164,16 @@ impl Tasks {
         Ok((task, cancel))
     }
 
-    /// A client's poll of task `id` (`tasks/get`): the task if `owner` created it, unless it
-    /// is polled faster than the poll interval allows.
+    /// A client's poll of task `id` (`tasks/get`): the task if `owner` created it, unless the
+    /// owner polls it faster than the poll interval allows. Charged after the owner check and
+    /// to the owner's own allowance for this task: anyone else is told exactly what an unknown
+    /// id gets, and spends nothing of the owner's.
     pub async fn poll(&self, id: &str, owner: &str) -> Result<TaskRow, RpcError> {
+        let row = self.get(id, owner).await?;
         if let Some(polls) = &self.polls {
-            polls.check(id)?;
+            polls.check(owner, id)?;
         }
-        self.get(id, owner).await
+        Ok(row)
     }
 
     /// The task `id`, whoever owns it (for a listener already checked to own it).

@@ -3,6 +3,7 @@
 //! shutdown a replica fails the tasks it still runs. Each task failed this way gets its audit
 //! record.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,8 +28,9 @@ impl Tasks {
                 () = stop.cancelled() => return,
             }
             let now = now_ms();
-            if let Err(e) = db::renew(&self.store, self.cluster.replica(), now + self.settings.lease_ms()).await {
-                tracing::warn!(error = %e, "cannot renew task leases");
+            match db::renew(&self.store, self.cluster.replica(), now + self.settings.lease_ms()).await {
+                Ok(renewed) => self.stop_unclaimed(&renewed, now),
+                Err(e) => tracing::warn!(error = %e, "cannot renew task leases"),
             }
             match db::fail_lapsed(&self.store, now).await {
                 Ok(lost) if lost.is_empty() => {}
@@ -48,6 +50,27 @@ impl Tasks {
             if let Err(e) = db::prune(&self.store, now).await {
                 tracing::warn!(error = %e, "cannot delete expired tasks");
             }
+        }
+    }
+
+    /// Stops the runs here whose task is no longer live under this replica's lease (`renewed`
+    /// holds the ones that are): their lease lapsed (a stall, a database outage) and another
+    /// replica failed them, so the run must end with its row, or it would go on uncounted by
+    /// the running cap. A run younger than a lease is spared: its row may still be on its way
+    /// into the table.
+    fn stop_unclaimed(&self, renewed: &[String], now: i64) {
+        let renewed: HashSet<&str> = renewed.iter().map(String::as_str).collect();
+        let lease = self.settings.lease_ms();
+        let unclaimed: Vec<String> = self
+            .running
+            .lock()
+            .iter()
+            .filter(|(id, run)| !renewed.contains(id.as_str()) && now.saturating_sub(run.created_ms) > lease)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in unclaimed {
+            tracing::warn!(task = %id, "a task's run stopped: its lease lapsed and the task was ended elsewhere");
+            self.stop_local(&id);
         }
     }
 
@@ -77,9 +100,13 @@ impl Tasks {
             .collect();
         let error =
             json!({"error": {"code": code::INTERNAL_ERROR, "message": "The server stopped before the task finished; start it again"}});
-        for (id, _) in &stopped {
-            self.finish(id, TaskStatus::Failed, Some("the server stopped before the task finished"), &error).await;
+        let mut failed = Vec::with_capacity(stopped.len());
+        for (id, tool) in stopped {
+            // Only the tasks this write ended: one cancelled meanwhile has its record already.
+            if self.finish(&id, TaskStatus::Failed, Some("the server stopped before the task finished"), &error).await {
+                failed.push((id, tool));
+            }
         }
-        self.audit_lost(&stopped).await;
+        self.audit_lost(&failed).await;
     }
 }
