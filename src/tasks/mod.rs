@@ -63,6 +63,9 @@ struct Running {
     cancel: CancellationToken,
     created_ms: i64,
     tool: String,
+    /// Its row is in the table (the insert returned): from then on every lease renewal must
+    /// find it live, or it was ended elsewhere.
+    stored: bool,
 }
 
 /// Seconds from `created_ms` to now, for the duration histogram.
@@ -155,10 +158,14 @@ impl Tasks {
             input_responses: None,
         };
         let cancel = CancellationToken::new();
-        self.track(|running| running.insert(task.id.clone(), Running { cancel: cancel.clone(), created_ms: now, tool: tool.to_owned() }));
+        let run = Running { cancel: cancel.clone(), created_ms: now, tool: tool.to_owned(), stored: false };
+        self.track(|running| running.insert(task.id.clone(), run));
         if let Err(e) = db::insert(&self.store, &row, client, now + self.settings.lease_ms()).await {
             self.track(|running| running.remove(&task.id));
             return Err(storage_error(&e));
+        }
+        if let Some(run) = self.running.lock().get_mut(&task.id) {
+            run.stored = true;
         }
         crate::metrics::record::task_created();
         Ok((task, cancel))

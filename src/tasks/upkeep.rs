@@ -28,8 +28,10 @@ impl Tasks {
                 () = stop.cancelled() => return,
             }
             let now = now_ms();
+            // Taken before the renewal, so each of these rows was in the table when it ran.
+            let stored = self.stored_runs();
             match db::renew(&self.store, self.cluster.replica(), now + self.settings.lease_ms()).await {
-                Ok(renewed) => self.stop_unclaimed(&renewed, now),
+                Ok(renewed) => self.stop_unclaimed(stored, &renewed),
                 Err(e) => tracing::warn!(error = %e, "cannot renew task leases"),
             }
             match db::fail_lapsed(&self.store, now).await {
@@ -53,24 +55,22 @@ impl Tasks {
         }
     }
 
-    /// Stops the runs here whose task is no longer live under this replica's lease (`renewed`
-    /// holds the ones that are): their lease lapsed (a stall, a database outage) and another
-    /// replica failed them, so the run must end with its row, or it would go on uncounted by
-    /// the running cap. A run younger than a lease is spared: its row may still be on its way
-    /// into the table.
-    fn stop_unclaimed(&self, renewed: &[String], now: i64) {
+    /// The runs here whose row is in the table.
+    fn stored_runs(&self) -> Vec<String> {
+        self.running.lock().iter().filter(|(_, run)| run.stored).map(|(id, _)| id.clone()).collect()
+    }
+
+    /// Stops the runs of `stored` whose task the renewal did not find live under this
+    /// replica's lease (`renewed` holds the ones it did): their lease lapsed (a stall, a
+    /// database outage) and another replica failed them, so the run must end with its row, or
+    /// it would go on uncounted by the running cap. A run that ended meanwhile has left the
+    /// map and is not stopped twice.
+    fn stop_unclaimed(&self, stored: Vec<String>, renewed: &[String]) {
         let renewed: HashSet<&str> = renewed.iter().map(String::as_str).collect();
-        let lease = self.settings.lease_ms();
-        let unclaimed: Vec<String> = self
-            .running
-            .lock()
-            .iter()
-            .filter(|(id, run)| !renewed.contains(id.as_str()) && now.saturating_sub(run.created_ms) > lease)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in unclaimed {
-            tracing::warn!(task = %id, "a task's run stopped: its lease lapsed and the task was ended elsewhere");
-            self.stop_local(&id);
+        for id in stored.into_iter().filter(|id| !renewed.contains(id.as_str())) {
+            if self.stop_local(&id) {
+                tracing::warn!(task = %id, "a task's run stopped: its lease lapsed and the task was ended elsewhere");
+            }
         }
     }
 

@@ -132,9 +132,14 @@ async fn another_principals_polls_of_a_task_are_answered_exactly_as_for_an_unkno
     }
 }
 
-/// A server with the audit log on and a tool `held` that finishes when the test releases it.
+/// A server with the audit log on, the shortest lease (renewed every second), and a tool
+/// `held` that finishes when the test releases it.
 async fn held(release: Arc<tokio::sync::Semaphore>) -> TestServer {
-    let s = TestServer::with(|c| c.audit.enabled = true).await;
+    let s = TestServer::with(|c| {
+        c.audit.enabled = true;
+        c.tasks.lease_secs = 3;
+    })
+    .await;
     let tool = Tool::builder("held", "Finishes when the test lets it.").task_support(TaskSupport::Optional).handler(move |_| {
         let release = release.clone();
         async move {
@@ -194,4 +199,17 @@ async fn an_ended_task_past_its_ttl_is_deleted() {
     let later = now_ms() + 2000;
     assert_eq!(db::prune(&s.state().store, later).await.expect("prune"), 1);
     assert_eq!(db::get(&s.state().store, &id, later).await.expect("read"), None);
+}
+
+#[tokio::test]
+async fn a_run_whose_task_was_failed_elsewhere_for_a_lapsed_lease_is_stopped() {
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let s = held(release).await;
+    let id = task_id(&rpc_as(&s, None, "tools/call", json!({"name": "held"})).await);
+    // What another replica does when this one's renewals stopped reaching the database.
+    let later = now_ms() + 10 * s.state().settings.tasks.lease_ms();
+    let failed = db::fail_lapsed(&s.state().store, later).await.expect("fail lapsed");
+    assert_eq!(failed, [(id, "held".to_owned())]);
+    let stopped = audit_support::eventually(Duration::from_secs(5), || async { s.state().server.in_flight.is_empty() }).await;
+    assert!(stopped, "the run ended with its task");
 }
