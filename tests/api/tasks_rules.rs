@@ -1,6 +1,7 @@
 //! The task rules a hostile client tries to break, over real HTTP: a task with a short TTL
 //! still counts against `tasks.max_running_per_client` while its tool runs and its owner can
-//! still cancel it; another principal polling the owner's task spends only its own poll
+//! still cancel it, tasks created all at once cannot pass the cap, and a run whose task was
+//! ended elsewhere stops; another principal polling the owner's task spends only its own poll
 //! allowance and is answered exactly as for an unknown id; and a run that ends after its task
 //! was cancelled records nothing, so the canceller's is the one terminal audit record (the
 //! race across two replicas, made deterministic with a row lock, is in `tasks_pg`).
@@ -212,4 +213,14 @@ async fn a_run_whose_task_was_failed_elsewhere_for_a_lapsed_lease_is_stopped() {
     assert_eq!(failed, [(id, "held".to_owned())]);
     let stopped = audit_support::eventually(Duration::from_secs(5), || async { s.state().server.in_flight.is_empty() }).await;
     assert!(stopped, "the run ended with its task");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_created_at_once_cannot_pass_the_running_cap() {
+    let s = TestServer::with(|c| c.tasks.max_running_per_client = 4).await;
+    common::tasks::install(&s);
+    let calls = (0..16).map(|_| start_slow(&s, None));
+    let created = futures_util::future::join_all(calls).await;
+    let running = created.iter().filter(|v| v["result"]["resultType"] == "task").count();
+    assert_eq!(running, 4, "{created:?}");
 }
