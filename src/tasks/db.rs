@@ -3,6 +3,14 @@
 //! cancel and a finish racing on two replicas settle on whichever landed first, and a terminal
 //! task never changes again. The columns are plain integers and text on both backends, so one
 //! SQL text serves SQLite and Postgres.
+//!
+//! A task's TTL ends only a task that has ended: a live task past its TTL is still read,
+//! listed, counted against the running cap and cancellable, and is deleted only once terminal.
+//! Deleting it while its tool ran would let the run outlive its row: the cap (which counts
+//! live rows) would no longer see it and its owner could no longer cancel it. Keeping the row
+//! needs no signal between replicas (the run ends its row through [`finish`], or the lease
+//! lapses and [`fail_lapsed`] does), where cancelling the run when the row goes would depend
+//! on an event reaching the replica that runs it.
 
 use serde_json::{Map, Value, json};
 use sqlx::Row as _;
@@ -119,9 +127,9 @@ pub async fn insert(store: &Store, row: &TaskRow, client: &str, lease_until_ms: 
     })
 }
 
-/// The task `id`, unless it expired at `now_ms`.
+/// The task `id`, unless it ended and expired at `now_ms`.
 pub async fn get(store: &Store, id: &str, now_ms: i64) -> Result<Option<TaskRow>, sqlx::Error> {
-    let sql = concat!("SELECT ", columns!(), " FROM tasks WHERE id = $1 AND (expires_ms IS NULL OR expires_ms > $2)");
+    let sql = concat!("SELECT ", columns!(), " FROM tasks WHERE id = $1 AND (expires_ms IS NULL OR expires_ms > $2 OR ", live!(), ")");
     on_pool!(store, |pool| {
         let row = sqlx::query(sql).bind(id).bind(now_ms).fetch_optional(pool).await?;
         Ok(match row {
@@ -131,13 +139,16 @@ pub async fn get(store: &Store, id: &str, now_ms: i64) -> Result<Option<TaskRow>
     })
 }
 
-/// `owner`'s tasks after the cursor `(created_ms, id)`, oldest first, at most `limit`.
+/// `owner`'s tasks after the cursor `(created_ms, id)`, oldest first, at most `limit` (live
+/// ones, and ended ones until they expire).
 pub async fn list(store: &Store, owner: &str, after: Option<(i64, String)>, limit: i64, now_ms: i64) -> Result<Vec<TaskRow>, sqlx::Error> {
     let (after_ms, after_id) = after.unwrap_or((i64::MIN, String::new()));
     let sql = concat!(
         "SELECT ",
         columns!(),
-        " FROM tasks WHERE COALESCE(owner, '') = $1 AND (expires_ms IS NULL OR expires_ms > $2) \
+        " FROM tasks WHERE COALESCE(owner, '') = $1 AND (expires_ms IS NULL OR expires_ms > $2 OR ",
+        live!(),
+        ") \
          AND (created_ms > $3 OR (created_ms = $3 AND id > $4)) ORDER BY created_ms, id LIMIT $5"
     );
     on_pool!(store, |pool| {
@@ -172,10 +183,13 @@ pub async fn finish(
     })
 }
 
-/// Extends the claim of `replica` on every task it runs to `until_ms`.
-pub async fn renew(store: &Store, replica: &str, until_ms: i64) -> Result<u64, sqlx::Error> {
-    let sql = concat!("UPDATE tasks SET lease_until_ms = $1 WHERE lease_owner = $2 AND ", live!());
-    on_pool!(store, |pool| Ok(sqlx::query(sql).bind(until_ms).bind(replica).execute(pool).await?.rows_affected()))
+/// Extends the claim of `replica` on every live task it runs to `until_ms`. Returns their ids.
+pub async fn renew(store: &Store, replica: &str, until_ms: i64) -> Result<Vec<String>, sqlx::Error> {
+    let sql = concat!("UPDATE tasks SET lease_until_ms = $1 WHERE lease_owner = $2 AND ", live!(), " RETURNING id");
+    on_pool!(store, |pool| {
+        let rows = sqlx::query(sql).bind(until_ms).bind(replica).fetch_all(pool).await?;
+        rows.iter().map(|r| r.try_get("id")).collect()
+    })
 }
 
 /// Fails every live task whose claim lapsed before `now_ms`: its replica stopped without
@@ -195,9 +209,11 @@ pub async fn fail_lapsed(store: &Store, now_ms: i64) -> Result<Vec<(String, Stri
     })
 }
 
-/// Deletes tasks past their TTL. Returns how many.
+/// Deletes tasks that ended and are past their TTL (never a live one: see the module's
+/// comment). Returns how many.
 pub async fn prune(store: &Store, now_ms: i64) -> Result<u64, sqlx::Error> {
-    on_pool!(store, |pool| Ok(sqlx::query("DELETE FROM tasks WHERE expires_ms <= $1").bind(now_ms).execute(pool).await?.rows_affected()))
+    let sql = concat!("DELETE FROM tasks WHERE expires_ms <= $1 AND NOT ", live!());
+    on_pool!(store, |pool| Ok(sqlx::query(sql).bind(now_ms).execute(pool).await?.rows_affected()))
 }
 
 /// How many tasks `client` has live, and stored in all (live or kept until their TTL).

@@ -6,9 +6,10 @@
 //! It ends `completed`, `failed` or `cancelled`, and a terminal task never changes
 //! ([`db`]). A cancel through any replica is written first, then reaches the running replica
 //! (locally, or as [`ClusterEvent::TaskCancelled`]). A replica that dies leaves its lease to
-//! lapse; every replica's [`Tasks::maintain`] then fails the task with a clear message, and
-//! deletes tasks past their TTL. Tasks belong to their creator: anyone else is told the task
-//! does not exist.
+//! lapse; every replica's [`Tasks::maintain`] then fails the task with a clear message (and
+//! the replica still running it, if any, stops the run), and deletes ended tasks past their
+//! TTL: a task's run and its row end together, so the running cap counts what runs. Tasks
+//! belong to their creator: anyone else is told the task does not exist.
 
 pub mod db;
 mod inputs;
@@ -41,6 +42,10 @@ pub struct Tasks {
     cluster: Arc<dyn Cluster>,
     /// Tasks running here, by id: cancelling the token stops the tool.
     running: Mutex<HashMap<String, Running>>,
+    /// Held from counting a client's tasks to storing the new one, so creates at once cannot
+    /// all pass the caps on one count (16 got past a cap of 4). Per replica: across replicas
+    /// on Postgres each may still pass one create at a time on the same count.
+    creating: tokio::sync::Mutex<()>,
     /// Woken whenever a task changes on this replica (waiters re-read the row).
     changed: Notify,
     /// Where the tasks this replica finds abandoned are recorded (`None`: the audit log is off).
@@ -63,6 +68,9 @@ struct Running {
     cancel: CancellationToken,
     created_ms: i64,
     tool: String,
+    /// Its row is in the table (the insert returned): from then on every lease renewal must
+    /// find it live, or it was ended elsewhere.
+    stored: bool,
 }
 
 /// Seconds from `created_ms` to now, for the duration histogram.
@@ -98,7 +106,17 @@ impl Tasks {
     pub fn new(store: Store, settings: TaskSettings, cluster: Arc<dyn Cluster>, audit: Option<Arc<AuditLog>>) -> Arc<Self> {
         let polls = polls::PollLimit::new(settings.poll_interval_ms, settings.poll_burst);
         let (watch, _) = broadcast::channel(1024);
-        Arc::new(Self { store, settings, cluster, running: Mutex::new(HashMap::new()), changed: Notify::new(), audit, polls, watch })
+        Arc::new(Self {
+            store,
+            settings,
+            cluster,
+            running: Mutex::new(HashMap::new()),
+            creating: tokio::sync::Mutex::new(()),
+            changed: Notify::new(),
+            audit,
+            polls,
+            watch,
+        })
     }
 
     /// Creates and stores a `working` task for `owner`, claimed by this replica, with the TTL
@@ -114,6 +132,7 @@ impl Tasks {
         tool: &str,
         ttl_ms: Option<u64>,
     ) -> Result<(Task, CancellationToken), RpcError> {
+        let _counted = self.creating.lock().await;
         let (live, stored) = db::count(&self.store, client).await.map_err(|e| storage_error(&e))?;
         if usize::try_from(live).unwrap_or(usize::MAX) >= self.settings.max_running_per_client {
             let max = self.settings.max_running_per_client;
@@ -155,22 +174,29 @@ impl Tasks {
             input_responses: None,
         };
         let cancel = CancellationToken::new();
-        self.track(|running| running.insert(task.id.clone(), Running { cancel: cancel.clone(), created_ms: now, tool: tool.to_owned() }));
+        let run = Running { cancel: cancel.clone(), created_ms: now, tool: tool.to_owned(), stored: false };
+        self.track(|running| running.insert(task.id.clone(), run));
         if let Err(e) = db::insert(&self.store, &row, client, now + self.settings.lease_ms()).await {
             self.track(|running| running.remove(&task.id));
             return Err(storage_error(&e));
+        }
+        if let Some(run) = self.running.lock().get_mut(&task.id) {
+            run.stored = true;
         }
         crate::metrics::record::task_created();
         Ok((task, cancel))
     }
 
-    /// A client's poll of task `id` (`tasks/get`): the task if `owner` created it, unless it
-    /// is polled faster than the poll interval allows.
+    /// A client's poll of task `id` (`tasks/get`): the task if `owner` created it, unless the
+    /// owner polls it faster than the poll interval allows. Charged after the owner check and
+    /// to the owner's own allowance for this task: anyone else is told exactly what an unknown
+    /// id gets, and spends nothing of the owner's.
     pub async fn poll(&self, id: &str, owner: &str) -> Result<TaskRow, RpcError> {
+        let row = self.get(id, owner).await?;
         if let Some(polls) = &self.polls {
-            polls.check(id)?;
+            polls.check(owner, id)?;
         }
-        self.get(id, owner).await
+        Ok(row)
     }
 
     /// The task `id`, whoever owns it (for a listener already checked to own it).

@@ -1,7 +1,10 @@
 //! The poll limit: `tasks/get` of one task faster than its poll interval is allowed up to a
 //! burst (`tasks.poll_burst`), then refused until the interval has passed, so a client
-//! spinning on `tasks/get` costs one refusal per call instead of a database read. Counted per
-//! replica, per task; the table of tasks is capped and trimmed by the upkeep loop.
+//! spinning on `tasks/get` gets a refusal instead of the task. Counted per replica, per owner
+//! and task, and charged only once the caller is known to own the task: another principal
+//! (who is told the task does not exist) can neither spend the owner's allowance nor tell a
+//! real id from an unknown one by being refused. The table is capped and trimmed by the
+//! upkeep loop.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -35,9 +38,12 @@ impl PollLimit {
         Some(Self { limiter: RateLimiter::new(quota, store, clock.clone()), clock })
     }
 
-    /// Charges one poll of task `id`; `Err` names the wait when it came too soon.
-    pub(super) fn check(&self, id: &str) -> Result<(), RpcError> {
-        self.limiter.check_key(&Lookup::commit(id.to_owned())).map_err(|not_until| {
+    /// Charges one poll of task `id` by its `owner`; `Err` names the wait when it came too
+    /// soon.
+    pub(super) fn check(&self, owner: &str, id: &str) -> Result<(), RpcError> {
+        // Task ids are URL-safe base64, so the first space ends the id: no two (id, owner)
+        // pairs share a key.
+        self.limiter.check_key(&Lookup::commit(format!("{id} {owner}"))).map_err(|not_until| {
             let wait = not_until.wait_time_from(self.clock.now()).as_millis().max(1);
             RpcError::new(code::TRANSPORT, format!("Task {id} is polled faster than its pollInterval; poll again in {wait} ms"))
                 .with_data(json!({ "limit": "task_polls", "retryAfterMs": wait }))

@@ -3,6 +3,7 @@
 //! shutdown a replica fails the tasks it still runs. Each task failed this way gets its audit
 //! record.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,8 +28,11 @@ impl Tasks {
                 () = stop.cancelled() => return,
             }
             let now = now_ms();
-            if let Err(e) = db::renew(&self.store, self.cluster.replica(), now + self.settings.lease_ms()).await {
-                tracing::warn!(error = %e, "cannot renew task leases");
+            // Taken before the renewal, so each of these rows was in the table when it ran.
+            let stored = self.stored_runs();
+            match db::renew(&self.store, self.cluster.replica(), now + self.settings.lease_ms()).await {
+                Ok(renewed) => self.stop_unclaimed(stored, &renewed),
+                Err(e) => tracing::warn!(error = %e, "cannot renew task leases"),
             }
             match db::fail_lapsed(&self.store, now).await {
                 Ok(lost) if lost.is_empty() => {}
@@ -47,6 +51,25 @@ impl Tasks {
             }
             if let Err(e) = db::prune(&self.store, now).await {
                 tracing::warn!(error = %e, "cannot delete expired tasks");
+            }
+        }
+    }
+
+    /// The runs here whose row is in the table.
+    fn stored_runs(&self) -> Vec<String> {
+        self.running.lock().iter().filter(|(_, run)| run.stored).map(|(id, _)| id.clone()).collect()
+    }
+
+    /// Stops the runs of `stored` whose task the renewal did not find live under this
+    /// replica's lease (`renewed` holds the ones it did): their lease lapsed (a stall, a
+    /// database outage) and another replica failed them, so the run must end with its row, or
+    /// it would go on uncounted by the running cap. A run that ended meanwhile has left the
+    /// map and is not stopped twice.
+    fn stop_unclaimed(&self, stored: Vec<String>, renewed: &[String]) {
+        let renewed: HashSet<&str> = renewed.iter().map(String::as_str).collect();
+        for id in stored.into_iter().filter(|id| !renewed.contains(id.as_str())) {
+            if self.stop_local(&id) {
+                tracing::warn!(task = %id, "a task's run stopped: its lease lapsed and the task was ended elsewhere");
             }
         }
     }
@@ -77,9 +100,13 @@ impl Tasks {
             .collect();
         let error =
             json!({"error": {"code": code::INTERNAL_ERROR, "message": "The server stopped before the task finished; start it again"}});
-        for (id, _) in &stopped {
-            self.finish(id, TaskStatus::Failed, Some("the server stopped before the task finished"), &error).await;
+        let mut failed = Vec::with_capacity(stopped.len());
+        for (id, tool) in stopped {
+            // Only the tasks this write ended: one cancelled meanwhile has its record already.
+            if self.finish(&id, TaskStatus::Failed, Some("the server stopped before the task finished"), &error).await {
+                failed.push((id, tool));
+            }
         }
-        self.audit_lost(&stopped).await;
+        self.audit_lost(&failed).await;
     }
 }

@@ -54,6 +54,7 @@ mod task_notifications;
 mod tasks_legacy;
 mod tasks_modern;
 mod tasks_pg;
+mod tasks_rules;
 mod telemetry_logs;
 mod tooldef_command;
 mod tooldef_compile;

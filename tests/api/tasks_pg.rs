@@ -2,7 +2,8 @@
 //! spread a client's requests: a task created through one replica is polled and cancelled
 //! through another, and a task whose replica stopped without finishing turns `failed` once its
 //! lease lapses, reported by a replica that is still running; a listener on one replica hears
-//! a task that ends on another.
+//! a task that ends on another; a cancel through one replica racing the run's completion on
+//! another leaves one terminal audit record, the status stored.
 
 use crate::{audit_support, common};
 
@@ -115,4 +116,102 @@ async fn a_listener_on_one_replica_hears_a_task_that_ends_on_another() {
     assert_eq!(n["method"], "notifications/tasks");
     assert_eq!(n["params"]["status"], "completed", "{n}");
     assert_eq!(n["params"]["result"]["content"][0]["text"], "done after 1500 ms");
+}
+
+/// The sessions of this test's database waiting for a lock.
+async fn lock_waiters(db: &mut sqlx::PgConnection) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+        .fetch_one(db)
+        .await
+        .expect("pg_stat_activity")
+}
+
+/// Waits until `n` sessions wait for a lock.
+async fn until_waiting(db: &mut sqlx::PgConnection, n: i64) {
+    for _ in 0..500 {
+        if lock_waiters(db).await >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{n} sessions never waited for the task's row");
+}
+
+#[tokio::test]
+async fn a_cancel_through_one_replica_racing_completion_on_another_leaves_one_terminal_record() {
+    use sqlx::Connection as _;
+    let db = PgDb::create().await;
+    let audited = |url: String| async move {
+        let s = TestServer::with(move |s| {
+            let data = s.storage.data_dir.clone();
+            s.storage = pg_settings(url, &data);
+            s.audit.enabled = true;
+        })
+        .await;
+        common::tasks::install(&s);
+        s
+    };
+    let (a, b) = (audited(db.url()).await, audited(db.url()).await);
+    let release = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let gate = release.clone();
+    let held = toolgate::tool::Tool::builder("held", "Finishes when the test lets it.")
+        .task_support(toolgate::protocol::task::TaskSupport::Optional)
+        .handler(move |_| {
+            let gate = gate.clone();
+            async move {
+                let _ = gate.acquire().await;
+                Ok(toolgate::protocol::CallToolResult::text("done"))
+            }
+        });
+    a.state().server.tools.upsert(held).expect("valid tool");
+    let id = rpc(&a, "tools/call", json!({"name": "held"})).await["result"]["taskId"].as_str().expect("task id").to_owned();
+
+    // The row is locked, so both writers queue on it in order: the cancel through `b` first,
+    // then the run's completion on `a`, which has not heard of the cancel (it is not stored).
+    let mut lock = sqlx::PgConnection::connect(&db.url()).await.expect("connect");
+    let mut watch = sqlx::PgConnection::connect(&db.url()).await.expect("connect");
+    sqlx::query("BEGIN").execute(&mut lock).await.expect("begin");
+    sqlx::query("SELECT id FROM tasks WHERE id = $1 FOR UPDATE").bind(&id).execute(&mut lock).await.expect("lock the row");
+    let cancel = tokio::spawn({
+        let (client, url) = (b.client.clone(), b.url("/mcp"));
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/cancel", "params": {"taskId": id, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": common::MODERN,
+            "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": opted_in()}}});
+        let id = id.clone();
+        async move {
+            client
+                .post(url)
+                .header("content-type", "application/json")
+                .header("accept", common::ACCEPT_BOTH)
+                .header("mcp-protocol-version", common::MODERN)
+                .header("mcp-method", "tasks/cancel")
+                .header("mcp-name", id)
+                .body(body.to_string())
+                .send()
+                .await
+                .expect("cancel sent")
+        }
+    });
+    until_waiting(&mut watch, 1).await;
+    release.add_permits(1);
+    until_waiting(&mut watch, 2).await;
+    sqlx::query("COMMIT").execute(&mut lock).await.expect("commit");
+    assert_eq!(cancel.await.expect("cancel").status(), 200);
+    let ended = audit_support::eventually(Duration::from_secs(10), || async { a.state().server.in_flight.is_empty() }).await;
+    assert!(ended, "the run ended");
+
+    let stored = rpc(&b, "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(stored["result"]["status"], "cancelled", "the cancel was first on the row: {stored}");
+    let settings = a.state().settings.storage.clone();
+    a.running.stop().await.expect("a stops; its audit log is flushed");
+    b.running.stop().await.expect("b stops; its audit log is flushed");
+    let store = toolgate::store::Store::connect(&settings).await.expect("store");
+    let records = toolgate::audit::query(&store, &toolgate::audit::AuditFilter::default()).await.expect("query");
+    let terminal: Vec<String> = records
+        .iter()
+        .filter_map(|r| r.detail.clone())
+        .filter(|d| d.starts_with(&format!("task {id} ")) && !d.ends_with(" created"))
+        .collect();
+    assert_eq!(terminal, [format!("task {id} cancelled")], "one terminal record, the status stored");
 }

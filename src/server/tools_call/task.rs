@@ -142,7 +142,7 @@ impl McpServer {
 
     /// Stores how a task's run ended: what the call would have answered, as the task's
     /// outcome, with its metrics and audit record. A task cancelled meanwhile keeps its
-    /// `cancelled` status.
+    /// `cancelled` status, and its one terminal audit record is the canceller's.
     pub(super) async fn settle_task(
         &self,
         tasks: &Tasks,
@@ -174,7 +174,11 @@ impl McpServer {
         }
         let (status, message, stored) = settle(&answer, ctx.era());
         tool.metrics().record(outcome as usize, started.elapsed());
-        tasks.finish(id, status, message.as_deref(), &stored).await;
+        // The stored transition is the one decision: a run that lost the row to a cancel (or
+        // to a lapsed lease) through any replica records nothing, since the winner did.
+        if !tasks.finish(id, status, message.as_deref(), &stored).await {
+            return;
+        }
         if let Some(audit) = &ctx.audit {
             let record = AuditRecord::new(EventKind::TaskChange, outcome).with_tool(tool.name(), &Value::Null).with_detail(
                 match tool.tool.provenance() {
