@@ -365,6 +365,32 @@ mod tests {
         assert_eq!(reg.origin_of("a"), Some(Origin::File));
     }
 
+    fn with_origin(name: &str, origin: Origin) -> Tool {
+        Tool::builder(name, "t").origin(origin, 1).handler(|_| async { Ok::<_, ToolError>(CallToolResult::text("ok")) })
+    }
+
+    #[test]
+    fn a_name_withdrawn_for_now_by_its_source_is_not_taken_by_another_origin() {
+        let (reg, _) = registry();
+        reg.sync_origin(Origin::Upstream, vec![with_origin("away", Origin::Upstream)]).expect("valid");
+        let gone = reg.snapshot().get("away").cloned().into_iter().collect();
+        reg.set_withdrawn("wiki", gone, "not connected".into());
+        reg.sync_origin(Origin::Upstream, Vec::new()).expect("valid");
+        let err = reg.sync_origin(Origin::File, vec![with_origin("away", Origin::File)]).expect_err("held");
+        assert!(err.contains("\"away\"") && err.contains("upstream"), "{err}");
+    }
+
+    #[test]
+    fn leaving_out_a_held_name_publishes_the_rest_and_says_which() {
+        let (reg, _) = registry();
+        reg.sync_origin(Origin::File, vec![with_origin("mine", Origin::File)]).expect("valid");
+        let (report, left) = reg
+            .sync_origin_leaving(Origin::Upstream, vec![with_origin("mine", Origin::Upstream), with_origin("free", Origin::Upstream)])
+            .expect("valid");
+        assert_eq!((report.added, left), (vec!["free".to_owned()], vec![("mine".to_owned(), Origin::File)]));
+        assert_eq!(reg.origin_of("mine"), Some(Origin::File));
+    }
+
     #[test]
     fn names_are_validated() {
         assert!(validate_name("get_weather.v2-beta").is_ok());

@@ -194,3 +194,50 @@ async fn a_name_whose_owner_lost_its_connection_stays_its_own_and_is_served_agai
     wait_until(&server, "keeper back", |s| served(s).contains(&"shared".to_owned())).await;
     assert_eq!(call_shared(&server, &session).await, "hi");
 }
+
+/// Log output captured in memory.
+#[derive(Clone, Default)]
+struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
+    type Writer = Capture;
+
+    fn make_writer(&'a self) -> Capture {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn a_skipped_name_is_logged_once_as_a_warning_naming_the_tool_and_both_upstreams() {
+    let buffer = Capture::default();
+    let log = toolgate::config::LogSettings { format: toolgate::config::LogFormat::Json, ..Default::default() };
+    let _telemetry = toolgate::telemetry::init_with_writer(&log, buffer.clone());
+    let (server, _dir) = two("extra", false).await;
+    wait_until(&server, "intruder connected", |s| served(s).contains(&"intruder_echo".to_owned())).await;
+    let session = server.initialize(V).await;
+    call(&server, &session, "intruder_toggle_extra").await;
+    wait_until(&server, "the intruder's `shared` is skipped", |s| skips_shared(s, "intruder")).await;
+    // The owner lists again: the same conflict is not logged again.
+    call(&server, &session, "keeper_toggle_extra").await;
+    wait_until(&server, "keeper lists again", |s| served(s).contains(&"keeper_extra".to_owned())).await;
+    let text = String::from_utf8(buffer.0.lock().expect("log").clone()).expect("utf-8");
+    let warnings: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["message"].as_str().is_some_and(|m| m.contains("its name is held by another")))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    let line = warnings[0].to_string();
+    assert!(line.contains("WARN") && line.contains("\"intruder\"") && line.contains("\"shared\"") && line.contains("keeper"), "{line}");
+}
