@@ -16,6 +16,7 @@ pub mod effective;
 mod explain;
 pub mod http_tools;
 pub mod limits;
+pub mod prefixes;
 mod secret;
 pub mod storage;
 pub mod tasks;
@@ -360,6 +361,7 @@ impl Settings {
                 }
             }
         }
+        prefixes::check(&self.upstreams).map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
         if self.sse.stream_buffer == 0 || self.sse.keep_alive_secs == 0 {
             return invalid("sse", "stream_buffer and keep_alive_secs must be at least 1");
         }

@@ -47,7 +47,9 @@ pub struct UpstreamSettings {
     /// replica serves its other tools while an upstream is away.
     #[serde(default)]
     pub required: bool,
-    /// Put before every tool name of this upstream. Unset: the upstream's name and `_`.
+    /// Put before every tool name of this upstream. Unset: the upstream's name and `_`. No
+    /// upstream's prefix may start another's, and an empty one is for the only upstream
+    /// (`prefixes.rs`).
     pub prefix: Option<String>,
     /// Upstream tool names to serve; empty serves all (but `deny_tools`).
     #[serde(default)]
@@ -204,7 +206,8 @@ pub struct HeaderSource {
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolOverride {
-    /// The whole name served (no prefix is added).
+    /// The whole name served (no prefix is added). If another upstream or source already
+    /// serves it, it keeps it and this tool is skipped with the reason.
     pub name: Option<String>,
     pub title: Option<String>,
     pub description: Option<String>,

@@ -120,6 +120,8 @@ pub const UPSTREAM_CONNECTS: &str = "toolgate_upstream_connects_total";
 pub const UPSTREAM_UP: &str = "toolgate_upstream_up";
 /// Gauge, recorded by `upstream::supervise`.
 pub const UPSTREAM_TOOLS: &str = "toolgate_upstream_tools";
+/// Gauge, recorded by `upstream` when it publishes (reason: invalid, name_taken).
+pub const UPSTREAM_TOOLS_SKIPPED: &str = "toolgate_upstream_tools_skipped";
 /// Counter, recorded by `upstream::users`.
 pub const UPSTREAM_TOKEN_EXCHANGES: &str = "toolgate_upstream_token_exchanges_total";
 
@@ -275,6 +277,10 @@ pub fn describe() {
     describe_counter!(UPSTREAM_CONNECTS, "Connection attempts to upstream MCP servers, by upstream and result (ok, failed).");
     describe_gauge!(UPSTREAM_UP, "1 while the upstream MCP server is connected, 0 otherwise.");
     describe_gauge!(UPSTREAM_TOOLS, "Tools served from the upstream MCP server now.");
+    describe_gauge!(
+        UPSTREAM_TOOLS_SKIPPED,
+        "Tools the upstream MCP server lists that are not served, by upstream and reason (invalid: a name or schema toolgate cannot serve; name_taken: another upstream or source holds the name)."
+    );
     describe_counter!(
         UPSTREAM_TOKEN_EXCHANGES,
         "Caller tokens exchanged for upstream tokens (RFC 8693), by upstream and result (ok, failed)."

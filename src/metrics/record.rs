@@ -13,7 +13,7 @@ use super::{
     CONNECTIONS_OPEN, INTROSPECTION_CACHE, INTROSPECTION_REQUESTS, JSONRPC_ERRORS, JWKS_REFRESHES, LIST_CHANGED_FANOUT, LIST_CHANGED_SENT,
     MCP_REQUESTS, RATE_LIMIT_REJECTIONS, SSE_STREAMS_OPEN, TASK_DURATION, TASK_INPUT_REQUESTS, TASK_LEASES_LOST, TASKS_CREATED,
     TASKS_ENDED, TASKS_RUNNING, TOOL_CALL_DURATION, TOOL_CALLS, UPSTREAM_CALL_DURATION, UPSTREAM_CALLS, UPSTREAM_CONNECTS,
-    UPSTREAM_TOKEN_EXCHANGES, UPSTREAM_TOOLS, UPSTREAM_UP,
+    UPSTREAM_TOKEN_EXCHANGES, UPSTREAM_TOOLS, UPSTREAM_TOOLS_SKIPPED, UPSTREAM_UP,
 };
 use crate::protocol::jsonrpc::code;
 
@@ -372,6 +372,14 @@ pub fn upstream_connect(upstream: &str, ok: bool) {
 pub fn upstream_token_exchange(upstream: &str, ok: bool) {
     metrics::counter!(UPSTREAM_TOKEN_EXCHANGES, "upstream" => upstream.to_owned(), "result" => if ok { "ok" } else { "failed" })
         .increment(1);
+}
+
+/// How many of `upstream`'s listed tools are served, and how many are not, by why.
+pub fn upstream_tools(upstream: &str, served: usize, invalid: usize, name_taken: usize) {
+    metrics::gauge!(UPSTREAM_TOOLS, "upstream" => upstream.to_owned()).set(served as f64);
+    for (reason, n) in [("invalid", invalid), ("name_taken", name_taken)] {
+        metrics::gauge!(UPSTREAM_TOOLS_SKIPPED, "upstream" => upstream.to_owned(), "reason" => reason).set(n as f64);
+    }
 }
 
 /// Whether `upstream` is connected, and how many of its tools are served.

@@ -226,19 +226,37 @@ impl ToolRegistry {
     /// Makes `tools` the whole set of tools from `origin` in one step: tools of that origin
     /// not in `tools` are removed, changed ones (by fingerprint) replaced, new ones added.
     /// Nothing changes, and nothing is announced, when any tool is invalid, when a name is
-    /// already taken by another origin, or when nothing differs.
+    /// already taken by another origin (served, or withdrawn for now by its source), or when
+    /// nothing differs.
     pub fn sync_origin(&self, origin: Origin, tools: Vec<Tool>) -> Result<SyncReport, String> {
+        let (report, taken) = self.sync(origin, tools, false)?;
+        match taken.first() {
+            Some((name, other)) => {
+                Err(format!("tool name {name:?} is already taken by a tool from {}; {}", other.as_str(), other.clash_hint()))
+            }
+            None => Ok(report),
+        }
+    }
+
+    /// Like [`Self::sync_origin`], but a tool whose name another origin holds is left out
+    /// (and returned with that origin) instead of refusing the whole set, decided under the
+    /// same lock as the change. `Err` only when a tool is invalid.
+    pub fn sync_origin_leaving(&self, origin: Origin, tools: Vec<Tool>) -> Result<(SyncReport, Vec<(String, Origin)>), String> {
+        self.sync(origin, tools, true)
+    }
+
+    fn sync(&self, origin: Origin, tools: Vec<Tool>, leave: bool) -> Result<(SyncReport, Vec<(String, Origin)>), String> {
         let compiled = tools.into_iter().map(|t| RegisteredTool::compile(t).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
         let mut report = SyncReport::default();
-        let mut conflict = None;
+        let mut taken = Vec::new();
         self.modify(|map| {
-            let incoming: HashMap<&str, &Arc<RegisteredTool>> = compiled.iter().map(|t| (t.name(), t)).collect();
-            if let Some((name, other)) =
-                incoming.keys().find_map(|n| map.get(*n).filter(|t| t.tool.opts.origin != origin).map(|t| (*n, t.tool.opts.origin)))
-            {
-                conflict = Some(format!("tool name {name:?} is already taken by a tool from {}; {}", other.as_str(), other.clash_hint()));
+            let held = |name: &str| self.held_elsewhere(map, name, origin);
+            taken = compiled.iter().filter_map(|t| held(t.name()).map(|o| (t.name().to_owned(), o))).collect();
+            if !taken.is_empty() && !leave {
                 return false;
             }
+            let incoming: HashMap<&str, &Arc<RegisteredTool>> =
+                compiled.iter().filter(|t| !taken.iter().any(|(n, _)| n == t.name())).map(|t| (t.name(), t)).collect();
             let stale: Vec<String> = map
                 .values()
                 .filter(|t| t.tool.opts.origin == origin && !incoming.contains_key(t.name()))
@@ -248,20 +266,29 @@ impl ToolRegistry {
                 map.remove(&name);
                 report.removed.push(name);
             }
-            for tool in &compiled {
+            for tool in incoming.values() {
                 match map.get(tool.name()) {
                     Some(old) if old.tool.opts.fingerprint == tool.tool.opts.fingerprint && tool.tool.opts.fingerprint != 0 => continue,
                     Some(_) => report.changed.push(tool.name().to_owned()),
                     None => report.added.push(tool.name().to_owned()),
                 }
-                map.insert(tool.name().to_owned(), tool.clone());
+                map.insert(tool.name().to_owned(), (*tool).clone());
             }
+            report.added.sort();
+            report.changed.sort();
             !report.is_empty()
         });
-        match conflict {
-            Some(reason) => Err(reason),
-            None => Ok(report),
+        Ok((report, taken))
+    }
+
+    /// The other origin that holds `name`: it serves it, or its source withdrew it for now
+    /// (an upstream that lost its connection keeps its names).
+    fn held_elsewhere(&self, map: &std::collections::BTreeMap<String, Arc<RegisteredTool>>, name: &str, origin: Origin) -> Option<Origin> {
+        if let Some(t) = map.get(name) {
+            return (t.tool.opts.origin != origin).then_some(t.tool.opts.origin);
         }
+        let withdrawn = self.withdrawn.lock();
+        withdrawn.values().flat_map(|(tools, _)| tools).find(|t| t.name() == name).map(|t| t.tool.opts.origin).filter(|o| *o != origin)
     }
 
     /// Records `tools` as withdrawn for now by `source`, for `reason` (replacing what that
@@ -336,6 +363,32 @@ mod tests {
         let err = reg.sync_origin(Origin::File, vec![from_file("pack_tool", 3)]).expect_err("name taken");
         assert!(err.contains("pack_tool") && err.contains("code"), "{err}");
         assert_eq!(reg.origin_of("a"), Some(Origin::File));
+    }
+
+    fn with_origin(name: &str, origin: Origin) -> Tool {
+        Tool::builder(name, "t").origin(origin, 1).handler(|_| async { Ok::<_, ToolError>(CallToolResult::text("ok")) })
+    }
+
+    #[test]
+    fn a_name_withdrawn_for_now_by_its_source_is_not_taken_by_another_origin() {
+        let (reg, _) = registry();
+        reg.sync_origin(Origin::Upstream, vec![with_origin("away", Origin::Upstream)]).expect("valid");
+        let gone = reg.snapshot().get("away").cloned().into_iter().collect();
+        reg.set_withdrawn("wiki", gone, "not connected".into());
+        reg.sync_origin(Origin::Upstream, Vec::new()).expect("valid");
+        let err = reg.sync_origin(Origin::File, vec![with_origin("away", Origin::File)]).expect_err("held");
+        assert!(err.contains("\"away\"") && err.contains("upstream"), "{err}");
+    }
+
+    #[test]
+    fn leaving_out_a_held_name_publishes_the_rest_and_says_which() {
+        let (reg, _) = registry();
+        reg.sync_origin(Origin::File, vec![with_origin("mine", Origin::File)]).expect("valid");
+        let (report, left) = reg
+            .sync_origin_leaving(Origin::Upstream, vec![with_origin("mine", Origin::Upstream), with_origin("free", Origin::Upstream)])
+            .expect("valid");
+        assert_eq!((report.added, left), (vec!["free".to_owned()], vec![("mine".to_owned(), Origin::File)]));
+        assert_eq!(reg.origin_of("mine"), Some(Origin::File));
     }
 
     #[test]

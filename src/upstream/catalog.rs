@@ -82,6 +82,8 @@ fn build_one(link: &Arc<Link>, upstream_name: &str, entry: &Value) -> Result<Too
     let name = over.name.clone().unwrap_or_else(|| format!("{}{upstream_name}", s.prefix_for(&link.name)));
     validate_name(&name)?;
     let input_schema = entry.get("inputSchema").cloned().unwrap_or_else(|| serde_json::json!({"type": "object"}));
+    // The registry's own checks, so one tool can never fail the whole publishing there.
+    schema::require_object_root(&input_schema, "inputSchema")?;
     schema::compile(&input_schema).map_err(|e| format!("inputSchema: {e}"))?;
     let header_params = schema::header_params(&input_schema);
     let description = over
@@ -91,6 +93,7 @@ fn build_one(link: &Arc<Link>, upstream_name: &str, entry: &Value) -> Result<Too
         .unwrap_or_else(|| format!("{upstream_name} (from the upstream MCP server {})", link.name));
     let mut builder = Tool::builder(name, description).input_schema(input_schema);
     if let Some(output) = entry.get("outputSchema").filter(|o| o.is_object()) {
+        schema::require_object_root(output, "outputSchema")?;
         schema::compile(output).map_err(|e| format!("outputSchema: {e}"))?;
         builder = builder.output_schema(output.clone());
     }

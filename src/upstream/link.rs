@@ -62,9 +62,17 @@ pub struct UpstreamStatus {
     pub last_sync_ms: Option<u64>,
     /// Connections made after the first.
     pub reconnects: u64,
-    /// Tools it offers that are not served, and why (a bad name, schema or a name clash).
+    /// Tools it offers that are not served, and why (a bad name or schema, or a name another
+    /// upstream or source holds), and what else of it could not be listed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+    /// What its last listing left out by itself (bad tools, unlisted resources or prompts):
+    /// `skipped` is this and the name conflicts of the last publishing.
+    #[serde(skip)]
+    pub(super) listing_skipped: Vec<String>,
+    /// Tools of its last listing skipped as invalid (for the metrics).
+    #[serde(skip)]
+    pub(super) invalid_tools: usize,
     /// `config` (the settings file or environment) or `admin` (stored through the admin API).
     pub source: &'static str,
     /// The stored definition's revision (`admin` only).

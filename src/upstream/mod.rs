@@ -22,6 +22,7 @@ pub mod inbound;
 mod legacy_sse;
 mod link;
 mod modern;
+mod names;
 mod offerings;
 pub mod peer;
 mod stderr;
@@ -55,9 +56,10 @@ pub struct Upstreams {
     pub(crate) server: Arc<McpServer>,
     settings: Arc<Settings>,
     links: RwLock<BTreeMap<String, Arc<Link>>>,
-    /// Each upstream's current tools; published together as the `upstream` origin. Its lock
-    /// also orders publishing against removing an upstream (see [`Self::is_current`]).
-    offered: Mutex<BTreeMap<String, Vec<Tool>>>,
+    /// Each upstream's current tools and who owns which name; published together as the
+    /// `upstream` origin. Its lock also orders publishing against removing an upstream (see
+    /// [`Self::is_current`]).
+    offered: Mutex<names::Ledger>,
     /// toolgate's shutdown: every supervisor's stop signal is a child of it.
     stop: OnceLock<CancellationToken>,
     /// Serializes reloads of the stored definitions (see `stored.rs`).
@@ -153,7 +155,8 @@ impl Upstreams {
         self.server.tools.set_withdrawn(name, Vec::new(), String::new());
         self.server.resources.sync_source(name, None);
         self.server.prompts.sync_source(name, None);
-        self.publish_tools(&mut offered, name, Vec::new());
+        offered.remove(name);
+        self.publish_tools(&mut offered, name);
     }
 
     pub fn link(&self, name: &str) -> Option<Arc<Link>> {
@@ -186,65 +189,58 @@ impl Upstreams {
         }
         let snapshot = self.server.tools.snapshot();
         let gone = offered
-            .get(upstream)
-            .into_iter()
-            .flatten()
-            .filter_map(|t| snapshot.get(t.name()).filter(|r| r.tool.origin() == Origin::Upstream).cloned())
+            .owned_by(upstream)
+            .filter_map(|name| snapshot.get(name).filter(|r| r.tool.origin() == Origin::Upstream).cloned())
             .collect();
         self.server.tools.set_withdrawn(upstream, gone, format!("the upstream MCP server {upstream} is not connected ({reason})"));
         self.server.resources.sync_source(upstream, None);
         self.server.prompts.sync_source(upstream, None);
-        self.publish_tools(&mut offered, upstream, Vec::new());
+        offered.withdraw(upstream);
+        self.publish_tools(&mut offered, upstream);
     }
 
-    /// `link` is (back) up: its tools, resources and prompts are served, none withdrawn.
-    /// Returns the tools skipped, with why. Nothing happens for a link no longer current.
-    fn restore(
-        &self,
-        link: &Arc<Link>,
-        tools: Vec<Tool>,
-        resources: Option<RemoteResources>,
-        prompts: Option<RemotePrompts>,
-    ) -> Vec<String> {
+    /// `link` is (back) up: its tools, resources and prompts are served, none withdrawn (but
+    /// a tool whose name another holds, which its status then lists as skipped). Nothing
+    /// happens for a link no longer current.
+    fn restore(&self, link: &Arc<Link>, tools: Vec<Tool>, resources: Option<RemoteResources>, prompts: Option<RemotePrompts>) {
         let mut offered = self.offered.lock();
         if !self.is_current(link) {
-            return Vec::new();
+            return;
         }
         self.server.tools.set_withdrawn(&link.name, Vec::new(), String::new());
         self.server.resources.sync_source(&link.name, resources);
         self.server.prompts.sync_source(&link.name, prompts);
-        self.publish_tools(&mut offered, &link.name, tools)
+        offered.list(&link.name, tools);
+        self.publish_tools(&mut offered, &link.name);
     }
 
-    /// Makes `tools` what `upstream` offers and publishes every upstream's tools as one
-    /// origin. A name another source already serves is skipped (and reported), never taken.
-    fn publish_tools(&self, offered: &mut BTreeMap<String, Vec<Tool>>, upstream: &str, tools: Vec<Tool>) -> Vec<String> {
-        offered.insert(upstream.to_owned(), tools);
+    /// Publishes every upstream's tools as one origin after `upstream` changed, each name by
+    /// its owner (`names.rs`): a name another upstream or source holds is skipped, never
+    /// taken. Every connected upstream's status and metrics then count what it serves and
+    /// list what it does not, and each new conflict is logged once.
+    fn publish_tools(&self, offered: &mut names::Ledger, upstream: &str) {
         let registry = &self.server.tools;
-        let mut taken = std::collections::BTreeSet::new();
-        let mut skipped = Vec::new();
-        let mut all = Vec::new();
-        for (name, tools) in offered.iter() {
-            for tool in tools {
-                let clash = registry.origin_of(tool.name()).filter(|o| *o != Origin::Upstream);
-                if let Some(origin) = clash {
-                    if name == upstream {
-                        skipped.push(format!("{}: the name is taken by a tool from {}", tool.name(), origin.as_str()));
-                    }
-                } else if !taken.insert(tool.name().to_owned()) {
-                    if name == upstream {
-                        skipped.push(format!("{}: the name is taken by another upstream's tool", tool.name()));
-                    }
-                } else {
-                    all.push(tool.clone());
-                }
+        let elsewhere = |name: &str| registry.origin_of(name).filter(|o| *o != Origin::Upstream);
+        let settled = offered.settle(upstream, elsewhere, |served| match registry.sync_origin_leaving(Origin::Upstream, served) {
+            Ok((_, taken)) => taken,
+            Err(e) => {
+                // Each tool was checked alone by `catalog::build` as the registry checks it.
+                tracing::error!(upstream, error = %e, "upstream tools not published");
+                Vec::new()
             }
+        });
+        for (name, conflict) in &settled.fresh {
+            tracing::warn!(upstream = %name, tool = %conflict.tool, reason = %conflict, "upstream tool not served: its name is held by another");
         }
-        if let Err(e) = registry.sync_origin(Origin::Upstream, all) {
-            // Each tool was compiled alone already; only a race with another source gets here.
-            tracing::warn!(upstream, error = %e, "upstream tools not published");
-            skipped.push(e);
+        let links = self.links.read();
+        for (name, (served, conflicts)) in &settled.upstreams {
+            let Some(link) = links.get(name) else { continue };
+            link.update(|s| {
+                s.tools = *served;
+                s.skipped = s.listing_skipped.iter().cloned().chain(conflicts.iter().map(ToString::to_string)).collect();
+            });
+            let invalid = link.status().invalid_tools;
+            crate::metrics::record::upstream_tools(name, *served, invalid, conflicts.len());
         }
-        skipped
     }
 }

@@ -49,6 +49,7 @@ impl Upstreams {
             Refusal::Invalid { field, message }
         };
         settings.validate(name).map_err(|(key, reason)| invalid(key, reason))?;
+        self.check_prefix(name, &settings)?;
         for (key, limit) in std::iter::once(("rate_limit".to_owned(), &settings.rate_limit))
             .chain(settings.tools.iter().map(|(t, o)| (format!("tools.{t}.rate_limit"), &o.rate_limit)))
         {
@@ -59,6 +60,22 @@ impl Upstreams {
         let tools = &self.settings.tools;
         Link::build(name, &settings, tools, tools.default_timeout_secs, CancellationToken::new()).map_err(|e| invalid(e.clone(), e))?;
         Ok(settings)
+    }
+
+    /// Refuses a prefix that can collide with a running upstream's, configured or stored
+    /// (see `config/prefixes.rs`).
+    fn check_prefix(&self, name: &str, settings: &UpstreamSettings) -> Result<(), Refusal> {
+        let prefix = settings.prefix_for(name);
+        for other in self.links.read().values().filter(|l| l.name != name) {
+            if let Some(why) = crate::config::prefixes::clash((name, &prefix), (&other.name, &other.settings.prefix_for(&other.name))) {
+                let message = format!(
+                    "{why}; choose a prefix that neither starts nor is started by the upstream {:?}'s (a prefix defaults to the upstream's name and '_')",
+                    other.name
+                );
+                return Err(Refusal::Invalid { field: "prefix".into(), message });
+            }
+        }
+        Ok(())
     }
 
     /// What only the operator may allow, checked for definitions from the admin API: secrets

@@ -121,21 +121,23 @@ async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities
     let timeout = Duration::from_millis(link.settings.connect_timeout_ms.max(5_000));
     match catalog::list_tools(peer, timeout).await {
         Ok(listed) => {
-            let (tools, mut skipped) = catalog::build(link, &listed);
+            let (tools, invalid) = catalog::build(link, &listed);
             let offerings = super::offerings::list(link, peer, capabilities).await;
-            skipped.extend(offerings.problems);
-            let count = tools.len();
-            skipped.extend(upstreams.restore(link, tools, offerings.resources, offerings.prompts));
-            for why in &skipped {
-                tracing::warn!(upstream = %link.name, "upstream tool not served: {why}");
+            for why in invalid.iter().chain(&offerings.problems) {
+                tracing::warn!(upstream = %link.name, skipped = %why, "upstream tool not served");
             }
             link.update(|s| {
+                s.invalid_tools = invalid.len();
+                s.listing_skipped = invalid.into_iter().chain(offerings.problems).collect();
+            });
+            // Publishing counts what is served and lists the skipped in the status.
+            upstreams.restore(link, tools, offerings.resources, offerings.prompts);
+            link.update(|s| {
                 s.state = "connected";
-                s.tools = count;
                 s.last_error = None;
                 s.last_sync_ms = Some(now_ms());
-                s.skipped = skipped;
             });
+            let count = link.status().tools;
             record::upstream_state(&link.name, true, count);
             tracing::info!(upstream = %link.name, tools = count, "upstream tools listed");
         }

@@ -62,6 +62,7 @@ mod tooldef_http;
 mod tooldef_policies;
 mod tooldef_reload;
 mod tooldef_yaml;
+mod upstream_names;
 mod upstreams;
 mod upstreams_admin;
 mod upstreams_http;
