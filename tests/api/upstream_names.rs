@@ -153,7 +153,7 @@ async fn the_admin_status_and_the_metrics_count_only_what_is_served_and_list_the
     wait_until(&server, "the intruder's `shared` is skipped", |s| skips_shared(s, "intruder")).await;
     let all: Value = server.client.get(server.admin_url("/admin/upstreams")).send().await.expect("sent").json().await.expect("json");
     let intruder = all["upstreams"].as_array().expect("list").iter().find(|u| u["name"] == "intruder").expect("intruder").clone();
-    assert_eq!(intruder["tools"], 11, "12 listed, `shared` not served: {intruder}");
+    assert_eq!(intruder["tools"], 13, "14 listed, `shared` not served: {intruder}");
     let skipped = intruder["skipped"].as_array().expect("skipped");
     assert!(skipped.iter().any(|s| s.as_str().is_some_and(|s| s.starts_with("shared: ") && s.contains("keeper"))), "{intruder}");
     let metrics = server.client.get(server.admin_url("/metrics")).send().await.expect("sent").text().await.expect("body");
@@ -161,7 +161,7 @@ async fn the_admin_status_and_the_metrics_count_only_what_is_served_and_list_the
         l.starts_with("toolgate_upstream_tools_skipped{") && l.contains(r#"upstream="intruder""#) && l.contains(r#"reason="name_taken""#)
     });
     assert!(line.is_some_and(|l| l.ends_with(" 1")), "{line:?}");
-    assert!(metrics.lines().any(|l| l.starts_with("toolgate_upstream_tools{") && l.contains("intruder") && l.ends_with(" 11")));
+    assert!(metrics.lines().any(|l| l.starts_with("toolgate_upstream_tools{") && l.contains("intruder") && l.ends_with(" 13")));
 }
 
 #[tokio::test]
