@@ -103,28 +103,62 @@ fn json_map(text: Option<String>) -> Option<Map<String, Value>> {
 /// Stores a new `working` task of `client` (whom the running-task cap counts against),
 /// claimed by its `lease_owner` until `lease_until_ms`.
 pub async fn insert(store: &Store, row: &TaskRow, client: &str, lease_until_ms: i64) -> Result<(), sqlx::Error> {
-    let t = &row.task;
-    let sql = "INSERT INTO tasks (id, owner, era, tool, status, created_ms, updated_ms, ttl_ms, expires_ms, poll_ms, lease_owner, lease_until_ms, client) \
-               VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10, $11, $12)";
-    let expires = t.ttl_ms.map(|ttl| t.created_ms.saturating_add(ttl));
-    on_pool!(store, |pool| {
-        sqlx::query(sql)
-            .bind(&t.id)
-            .bind(&row.owner)
-            .bind(&row.era)
-            .bind(&row.tool)
-            .bind(t.status.as_str())
-            .bind(t.created_ms)
-            .bind(t.ttl_ms)
-            .bind(expires)
-            .bind(t.poll_ms)
-            .bind(&row.lease_owner)
-            .bind(lease_until_ms)
-            .bind(client)
-            .execute(pool)
-            .await
-            .map(drop)
-    })
+    on_pool!(store, |pool| insert_query!(row, client, lease_until_ms).execute(pool).await.map(drop))
+}
+
+/// The `INSERT` of [`insert`], bound, for a pool or a transaction of either backend.
+macro_rules! insert_query {
+    ($row:expr, $client:expr, $lease_until_ms:expr) => {{
+        let (row, t) = ($row, &$row.task);
+        sqlx::query(
+            "INSERT INTO tasks (id, owner, era, tool, status, created_ms, updated_ms, ttl_ms, expires_ms, poll_ms, lease_owner, lease_until_ms, client) \
+             VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8, $9, $10, $11, $12)",
+        )
+        .bind(&t.id)
+        .bind(&row.owner)
+        .bind(&row.era)
+        .bind(&row.tool)
+        .bind(t.status.as_str())
+        .bind(t.created_ms)
+        .bind(t.ttl_ms)
+        .bind(t.ttl_ms.map(|ttl| t.created_ms.saturating_add(ttl)))
+        .bind(t.poll_ms)
+        .bind(&row.lease_owner)
+        .bind($lease_until_ms)
+        .bind($client)
+    }};
+}
+use insert_query;
+
+/// Stores `row` if `within(live, stored)`, the counts of `client`'s tasks, allows it; its
+/// refusal otherwise. Counting and storing are one decision for every replica: on Postgres
+/// under a transaction-scoped advisory lock on the client (two replicas counting at once
+/// would each see room for one more), on SQLite (one process) under the caller's lock.
+pub async fn insert_within<E>(
+    store: &Store,
+    row: &TaskRow,
+    client: &str,
+    lease_until_ms: i64,
+    within: impl FnOnce(i64, i64) -> Result<(), E>,
+) -> Result<Result<(), E>, sqlx::Error> {
+    let crate::store::Backend::Postgres(pool) = store.backend() else {
+        let (live, stored) = count(store, client).await?;
+        if let Err(refused) = within(live, stored) {
+            return Ok(Err(refused));
+        }
+        return insert(store, row, client, lease_until_ms).await.map(Ok);
+    };
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind(format!("toolgate.tasks.create:{client}"))
+        .execute(&mut *tx)
+        .await?;
+    let counts = sqlx::query(COUNT).bind(client).fetch_one(&mut *tx).await?;
+    if let Err(refused) = within(counts.try_get("live")?, counts.try_get("stored")?) {
+        return Ok(Err(refused));
+    }
+    insert_query!(row, client, lease_until_ms).execute(&mut *tx).await?;
+    tx.commit().await.map(Ok)
 }
 
 /// The task `id`, unless it ended and expired at `now_ms`.
@@ -218,16 +252,15 @@ pub async fn prune(store: &Store, now_ms: i64) -> Result<u64, sqlx::Error> {
 
 /// How many tasks `client` has live, and stored in all (live or kept until their TTL).
 pub async fn count(store: &Store, client: &str) -> Result<(i64, i64), sqlx::Error> {
-    let sql = concat!(
-        "SELECT COALESCE(SUM(CASE WHEN ",
-        live!(),
-        " THEN 1 ELSE 0 END), 0) AS live, COUNT(*) AS stored FROM tasks WHERE client = $1"
-    );
     on_pool!(store, |pool| {
-        let row = sqlx::query(sql).bind(client).fetch_one(pool).await?;
+        let row = sqlx::query(COUNT).bind(client).fetch_one(pool).await?;
         Ok((row.try_get::<i64, _>("live")?, row.try_get::<i64, _>("stored")?))
     })
 }
+
+/// [`count`]'s query.
+const COUNT: &str =
+    concat!("SELECT COALESCE(SUM(CASE WHEN ", live!(), " THEN 1 ELSE 0 END), 0) AS live, COUNT(*) AS stored FROM tasks WHERE client = $1");
 
 /// Parks a `working` task on `requests` (`input_required`, no answers yet); `false` when it is
 /// no longer working (cancelled meanwhile).

@@ -43,8 +43,8 @@ pub struct Tasks {
     /// Tasks running here, by id: cancelling the token stops the tool.
     running: Mutex<HashMap<String, Running>>,
     /// Held from counting a client's tasks to storing the new one, so creates at once cannot
-    /// all pass the caps on one count (16 got past a cap of 4). Per replica: across replicas
-    /// on Postgres each may still pass one create at a time on the same count.
+    /// all pass the caps on one count (16 got past a cap of 4). Across replicas on Postgres,
+    /// [`db::insert_within`] counts and stores under a lock on the client in the database.
     creating: tokio::sync::Mutex<()>,
     /// Woken whenever a task changes on this replica (waiters re-read the row).
     changed: Notify,
@@ -132,26 +132,6 @@ impl Tasks {
         tool: &str,
         ttl_ms: Option<u64>,
     ) -> Result<(Task, CancellationToken), RpcError> {
-        let _counted = self.creating.lock().await;
-        let (live, stored) = db::count(&self.store, client).await.map_err(|e| storage_error(&e))?;
-        if usize::try_from(live).unwrap_or(usize::MAX) >= self.settings.max_running_per_client {
-            let max = self.settings.max_running_per_client;
-            return Err(RpcError::new(
-                code::TRANSPORT,
-                format!("Too many running tasks: {max} at once (tasks.max_running_per_client); wait for one to finish or cancel one"),
-            )
-            .with_data(json!({ "limit": "tasks" })));
-        }
-        if usize::try_from(stored).unwrap_or(usize::MAX) >= self.settings.max_stored_per_client {
-            let max = self.settings.max_stored_per_client;
-            return Err(RpcError::new(
-                code::TRANSPORT,
-                format!(
-                    "Too many stored tasks: {max} kept until their TTL (tasks.max_stored_per_client); ask for shorter TTLs, or wait for older tasks to expire"
-                ),
-            )
-            .with_data(json!({ "limit": "stored_tasks" })));
-        }
         let now = now_ms();
         let poll_ms = i64::try_from(self.settings.poll_interval_ms).unwrap_or(1000);
         let task = Task {
@@ -176,15 +156,43 @@ impl Tasks {
         let cancel = CancellationToken::new();
         let run = Running { cancel: cancel.clone(), created_ms: now, tool: tool.to_owned(), stored: false };
         self.track(|running| running.insert(task.id.clone(), run));
-        if let Err(e) = db::insert(&self.store, &row, client, now + self.settings.lease_ms()).await {
+        let stored = {
+            let _counted = self.creating.lock().await;
+            db::insert_within(&self.store, &row, client, now + self.settings.lease_ms(), |live, stored| self.within_caps(live, stored))
+                .await
+        };
+        if let Err(e) = stored.map_err(|e| storage_error(&e)).and_then(|within| within) {
             self.track(|running| running.remove(&task.id));
-            return Err(storage_error(&e));
+            return Err(e);
         }
         if let Some(run) = self.running.lock().get_mut(&task.id) {
             run.stored = true;
         }
         crate::metrics::record::task_created();
         Ok((task, cancel))
+    }
+
+    /// `Err` when a client with `live` running and `stored` kept tasks may not create another.
+    fn within_caps(&self, live: i64, stored: i64) -> Result<(), RpcError> {
+        if usize::try_from(live).unwrap_or(usize::MAX) >= self.settings.max_running_per_client {
+            let max = self.settings.max_running_per_client;
+            return Err(RpcError::new(
+                code::TRANSPORT,
+                format!("Too many running tasks: {max} at once (tasks.max_running_per_client); wait for one to finish or cancel one"),
+            )
+            .with_data(json!({ "limit": "tasks" })));
+        }
+        if usize::try_from(stored).unwrap_or(usize::MAX) >= self.settings.max_stored_per_client {
+            let max = self.settings.max_stored_per_client;
+            return Err(RpcError::new(
+                code::TRANSPORT,
+                format!(
+                    "Too many stored tasks: {max} kept until their TTL (tasks.max_stored_per_client); ask for shorter TTLs, or wait for older tasks to expire"
+                ),
+            )
+            .with_data(json!({ "limit": "stored_tasks" })));
+        }
+        Ok(())
     }
 
     /// A client's poll of task `id` (`tasks/get`): the task if `owner` created it, unless the

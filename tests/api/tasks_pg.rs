@@ -3,7 +3,8 @@
 //! through another, and a task whose replica stopped without finishing turns `failed` once its
 //! lease lapses, reported by a replica that is still running; a listener on one replica hears
 //! a task that ends on another; a cancel through one replica racing the run's completion on
-//! another leaves one terminal audit record, the status stored.
+//! another leaves one terminal audit record, the status stored; creates through two replicas at
+//! once count against one running cap.
 
 use crate::{audit_support, common};
 
@@ -16,10 +17,15 @@ use serde_json::{Value, json};
 use toolgate::protocol::task::{Task, TaskStatus};
 
 async fn replica(url: String) -> TestServer {
+    replica_with(url, |_| {}).await
+}
+
+async fn replica_with(url: String, more: impl FnOnce(&mut toolgate::config::Settings) + Send + 'static) -> TestServer {
     let s = TestServer::with(move |s| {
         let data = s.storage.data_dir.clone();
         s.storage = pg_settings(url, &data);
         s.tasks.lease_secs = 3;
+        more(s);
     })
     .await;
     common::tasks::install(&s);
@@ -214,4 +220,26 @@ async fn a_cancel_through_one_replica_racing_completion_on_another_leaves_one_te
         .filter(|d| d.starts_with(&format!("task {id} ")) && !d.ends_with(" created"))
         .collect();
     assert_eq!(terminal, [format!("task {id} cancelled")], "one terminal record, the status stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_created_at_once_through_two_replicas_cannot_pass_the_running_cap() {
+    use sqlx::Connection as _;
+    let db = PgDb::create().await;
+    let capped = |s: &mut toolgate::config::Settings| s.tasks.max_running_per_client = 1;
+    let (a, b) = (replica_with(db.url(), capped).await, replica_with(db.url(), capped).await);
+    // Reads pass a SHARE lock and inserts queue behind it, so both creates are held at the
+    // same point: each past whatever it counted, neither stored yet.
+    let mut lock = sqlx::PgConnection::connect(&db.url()).await.expect("connect");
+    let mut watch = sqlx::PgConnection::connect(&db.url()).await.expect("connect");
+    sqlx::query("BEGIN").execute(&mut lock).await.expect("begin");
+    sqlx::query("LOCK TABLE tasks IN SHARE MODE").execute(&mut lock).await.expect("lock the table");
+    let slow = json!({"name":"slow","arguments":{"ms":30_000}});
+    let release = async {
+        until_waiting(&mut watch, 2).await;
+        sqlx::query("COMMIT").execute(&mut lock).await.expect("release the table");
+    };
+    let (on_a, on_b, ()) = tokio::join!(rpc(&a, "tools/call", slow.clone()), rpc(&b, "tools/call", slow.clone()), release);
+    let running = [on_a, on_b].iter().filter(|v| v["result"]["resultType"] == "task").count();
+    assert_eq!(running, 1);
 }
