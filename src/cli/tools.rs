@@ -83,7 +83,6 @@ fn import_openapi(settings: &Settings, args: OpenapiArgs) -> anyhow::Result<()> 
     let result = import(&doc, &options, settings).map_err(|e| anyhow::anyhow!("{}: {}", args.spec.display(), one_line(&e)))?;
     let format = args.format.or_else(|| args.out.as_deref().and_then(OutputFormat::of)).unwrap_or_default();
     let source = args.spec.file_name().map_or_else(|| args.spec.display().to_string(), |n| n.to_string_lossy().into_owned());
-    let text = result.render(format, &source).map_err(|e| anyhow::anyhow!(one_line(&e)))?;
     let mut err = std::io::stderr().lock();
     for warning in &result.warnings {
         let _ = writeln!(err, "warning: {}", one_line(warning));
@@ -92,6 +91,7 @@ fn import_openapi(settings: &Settings, args: OpenapiArgs) -> anyhow::Result<()> 
         let _ = writeln!(err, "skipped: {}: {}", one_line(&skipped.operation), one_line(&skipped.reason));
     }
     anyhow::ensure!(!result.tools.is_empty(), "{}: no operation could be imported ({} skipped)", args.spec.display(), result.skipped.len());
+    let text = result.render(format, &source).map_err(|e| anyhow::anyhow!(one_line(&e)))?;
     let target = match &args.out {
         Some(path) => {
             std::fs::write(path, &text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;

@@ -66,7 +66,8 @@ impl Import {
         }
         let mut out = self.header(source);
         if format == OutputFormat::Yaml {
-            out.push_str("tools:\n");
+            // An empty `tools:` would be null, which the loader refuses.
+            out.push_str(if self.tools.is_empty() { "tools: []\n" } else { "tools:\n" });
         }
         for tool in &self.tools {
             out.push('\n');
@@ -171,5 +172,47 @@ fn strip_nulls(value: &mut Value) {
             items.iter_mut().for_each(strip_nulls);
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::Settings;
+    use crate::tooldef::openapi::{ImportOptions, import};
+
+    fn pets() -> Import {
+        let doc = json!({"openapi": "3.0.3", "info": {"title": "Pets", "version": "1"}, "servers": [{"url": "https://api.example.com"}],
+            "paths": {"/pets": {"get": {"operationId": "listPets"}}}});
+        import(&doc, &ImportOptions::default(), &Settings::default()).expect("imports")
+    }
+
+    #[test]
+    fn text_that_reads_back_as_more_tools_than_were_imported_is_refused() {
+        let i = pets();
+        let text = i.write(OutputFormat::Toml, "spec.json").expect("writes");
+        i.check_reads_back(&text, OutputFormat::Toml).expect("as written");
+        let extra = format!("{text}\n[[tools]]\nname = \"pwn\"\ndescription = \"x\"\n[tools.command]\nprogram = \"id\"\n");
+        let e = i.check_reads_back(&extra, OutputFormat::Toml).expect_err("one more");
+        assert!(e.contains("2 definitions instead of 1") && e.contains("not written"), "{e}");
+    }
+
+    #[test]
+    fn text_that_reads_back_as_a_different_tool_is_refused() {
+        let i = pets();
+        let text = i.write(OutputFormat::Yaml, "spec.json").expect("writes").replace("method: GET", "method: DELETE");
+        let e = i.check_reads_back(&text, OutputFormat::Yaml).expect_err("changed");
+        assert!(e.contains("tool listPets reads back differently"), "{e}");
+    }
+
+    #[test]
+    fn an_import_without_tools_renders_files_that_read_back_empty() {
+        let mut i = pets();
+        i.tools.clear();
+        for format in [OutputFormat::Toml, OutputFormat::Yaml, OutputFormat::Json] {
+            i.render(format, "spec.json").unwrap_or_else(|e| panic!("{format:?}: {e}"));
+        }
     }
 }
