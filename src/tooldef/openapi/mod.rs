@@ -883,6 +883,19 @@ mod tests {
     }
 
     #[test]
+    fn arguments_cleaned_to_one_name_are_numbered_after_their_place() {
+        let mut args = Arguments::default();
+        let mut given = Vec::new();
+        for wanted in ["a", "a!", "a?", "a#", "a_body_3"] {
+            let name = args.name_for(wanted, "body");
+            args.add(&name, json!({}), false);
+            given.push(name);
+        }
+        assert_eq!(given, ["a", "a_body", "a_body_2", "a_body_3", "a_body_3_body"]);
+        assert_eq!(args.name_for("a", "body"), "a_body_4", "a number taken is skipped");
+    }
+
+    #[test]
     fn all_of_objects_flatten_but_one_of_does_not() {
         let s = json!({"allOf": [{"type": "object", "properties": {"a": {}}, "required": ["a"]}, {"properties": {"b": {}}}]});
         let (props, required) = object_parts(&s).expect("flat");

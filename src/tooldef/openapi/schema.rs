@@ -147,10 +147,11 @@ impl<'a> Converter<'a> {
                 break;
             }
             for (reference, name) in pending {
-                let target = resolve(self.doc, &reference)?.clone();
+                let doc = self.doc;
+                let target = resolve(doc, &reference)?;
                 // Expanding the definition itself: its own references to itself stay references.
                 self.stack.push(reference.clone());
-                let converted = self.convert(&target, request);
+                let converted = self.convert(target, request);
                 self.stack.pop();
                 self.defs.insert(name, converted?);
             }
