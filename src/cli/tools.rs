@@ -66,29 +66,32 @@ pub struct OpenapiArgs {
     prefix: String,
 }
 
-/// Imports `args.spec` and writes the tools file; the summary goes to standard error.
+/// Imports `args.spec` and writes the tools file; the summary goes to standard error, each
+/// line of it passed through `one_line` since it quotes the document (a path or an
+/// `operationId` holding a newline would otherwise write lines of its own).
 fn import_openapi(settings: &Settings, args: OpenapiArgs) -> anyhow::Result<()> {
     use std::io::Write as _;
-    use toolgate::tooldef::openapi::{ImportOptions, OutputFormat, import, read_document};
+    use toolgate::tooldef::openapi::{ImportOptions, OutputFormat, import, one_line, read_document};
     let doc = read_document(&args.spec).map_err(anyhow::Error::msg)?;
     let options = ImportOptions {
         base_url: args.base_url,
         include_tags: args.include_tags,
         include_operations: args.include_operations,
         prefix: args.prefix,
+        budgets: Default::default(),
     };
-    let result = import(&doc, &options, settings).map_err(|e| anyhow::anyhow!("{}: {e}", args.spec.display()))?;
+    let result = import(&doc, &options, settings).map_err(|e| anyhow::anyhow!("{}: {}", args.spec.display(), one_line(&e)))?;
     let format = args.format.or_else(|| args.out.as_deref().and_then(OutputFormat::of)).unwrap_or_default();
     let source = args.spec.file_name().map_or_else(|| args.spec.display().to_string(), |n| n.to_string_lossy().into_owned());
-    let text = result.render(format, &source).map_err(anyhow::Error::msg)?;
     let mut err = std::io::stderr().lock();
     for warning in &result.warnings {
-        let _ = writeln!(err, "warning: {warning}");
+        let _ = writeln!(err, "warning: {}", one_line(warning));
     }
     for skipped in &result.skipped {
-        let _ = writeln!(err, "skipped: {}: {}", skipped.operation, skipped.reason);
+        let _ = writeln!(err, "skipped: {}: {}", one_line(&skipped.operation), one_line(&skipped.reason));
     }
     anyhow::ensure!(!result.tools.is_empty(), "{}: no operation could be imported ({} skipped)", args.spec.display(), result.skipped.len());
+    let text = result.render(format, &source).map_err(|e| anyhow::anyhow!(one_line(&e)))?;
     let target = match &args.out {
         Some(path) => {
             std::fs::write(path, &text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
@@ -104,11 +107,11 @@ fn import_openapi(settings: &Settings, args: OpenapiArgs) -> anyhow::Result<()> 
         let names: Vec<String> = result.secrets.keys().map(|k| format!("{k:?}")).collect();
         let _ = writeln!(err, "secrets the tools read (set them, and allow them with tools.http.secret_env = [{}]):", names.join(", "));
         for (name, holds) in &result.secrets {
-            let _ = writeln!(err, "  {name}: {holds}");
+            let _ = writeln!(err, "  {name}: {}", one_line(holds));
         }
     }
     if let Some((env, default)) = &result.base_url {
-        let _ = writeln!(err, "base URL: {default} (set {env} to call another address)");
+        let _ = writeln!(err, "base URL: {} (set {env} to call another address)", one_line(default));
     }
     Ok(())
 }

@@ -43,6 +43,7 @@ mod limits_rejection;
 mod limits_settings;
 mod metrics_http;
 mod modern_http;
+mod openapi_hostile;
 mod openapi_import;
 mod operator_errors;
 #[cfg(feature = "otel")]

@@ -361,7 +361,7 @@ async fn an_api_key_in_the_query_is_a_secret_query_parameter_redacted_from_error
     let i = run(&d, &ImportOptions { prefix: "cargo_".into(), ..against(&server) });
     let t = tool(&i, "cargo_a");
     assert_eq!(t.http.query["api_key"], json!({"env": "CARGO_PKG_NAME"}));
-    assert!(i.secrets["CARGO_PKG_NAME"].contains("api_key query parameter"), "{:?}", i.secrets);
+    assert!(i.secrets["CARGO_PKG_NAME"].contains("\"api_key\" query parameter"), "{:?}", i.secrets);
     match call(t, json!({})).await {
         Err(toolgate::tool::ToolError::Failed(message)) => {
             assert!(message.contains("403") && message.contains("[redacted]") && !message.contains("toolgate"), "{message}")

@@ -13,10 +13,24 @@
 //! operation with the reason; an optional parameter that cannot be expressed is left out with
 //! a warning. Every definition is compiled as `tools validate` would before it is written, so
 //! the output validates once the secrets it names are allowed.
+//!
+//! The document is untrusted input. Its text reaches the output only through the serializers,
+//! or quoted and escaped into a comment ([`text`]), and [`Import::render`] reads what it wrote
+//! back through the tools-file loader and fails unless that is exactly the imported tools, so
+//! no document text can add a definition (issue 26). What an import may cost is bounded by
+//! [`Budgets`] ([`budget`]): how deep `$ref`s may chain (64 levels), how much one operation's
+//! schemas may expand to once inlined (20,000 nodes, 1 MiB of text: beyond, the operation is
+//! skipped with the reason), how much all imported tools together may hold (2,000,000 nodes,
+//! 64 MiB of text: beyond, the import fails, since keeping only the operations that came first
+//! would make the output depend on the document's order; the error says to import part of it
+//! with `--include-tag` or `--include-operation`), and how long it may run (120 s). Names are
+//! numbered in linear time however many operations share one ([`names::Taken`]).
 
+mod budget;
 mod names;
 mod render;
 mod schema;
+mod text;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -24,7 +38,9 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+pub use budget::Budgets;
 pub use render::OutputFormat;
+pub use text::one_line;
 
 use super::RawDef;
 use crate::config::Settings;
@@ -32,6 +48,8 @@ use crate::tool::Origin;
 
 /// Longest description written; longer ones are cut (tools/list carries every description).
 const MAX_DESCRIPTION: usize = 4000;
+/// Longest title (an operation's summary) written.
+const MAX_TITLE: usize = 200;
 /// The methods an operation may have, in the order the specification lists them.
 const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
 
@@ -46,6 +64,8 @@ pub struct ImportOptions {
     pub include_operations: Vec<String>,
     /// Put before every tool name (`gh_`), and names the environment variables.
     pub prefix: String,
+    /// What the import may cost.
+    pub budgets: Budgets,
 }
 
 /// What an import produced.
@@ -130,9 +150,11 @@ pub fn read_document(path: &Path) -> Result<Value, String> {
     }
 }
 
-/// Imports every operation `options` selects. `Err` when the document is not OpenAPI 3.x or
-/// has no usable server; problems of single operations are in [`Import::skipped`].
+/// Imports every operation `options` selects. `Err` when the document is not OpenAPI 3.x, has
+/// no usable server, or the import is over one of its [`Budgets`]; problems of single
+/// operations are in [`Import::skipped`].
 pub fn import(doc: &Value, options: &ImportOptions, settings: &Settings) -> Result<Import, String> {
+    let mut meter = budget::Meter::new(options.budgets);
     check_version(doc)?;
     let info = doc.get("info");
     let text = |v: Option<&Value>, key: &str| v.and_then(|i| i.get(key)).and_then(Value::as_str).unwrap_or("").trim().to_owned();
@@ -164,7 +186,7 @@ pub fn import(doc: &Value, options: &ImportOptions, settings: &Settings) -> Resu
     };
     let cx = Context { doc, env_prefix, root_server, base_env, settings };
 
-    let mut taken = BTreeSet::new();
+    let mut taken = names::Taken::default();
     let mut matched_tags = BTreeSet::new();
     let mut matched_ops = BTreeSet::new();
     let empty = Map::new();
@@ -183,6 +205,7 @@ pub fn import(doc: &Value, options: &ImportOptions, settings: &Settings) -> Resu
         let Some(item) = item.as_object() else { continue };
         for method in METHODS {
             let Some(op) = item.get(method).and_then(Value::as_object) else { continue };
+            meter.check_time()?;
             let operation_id = op.get("operationId").and_then(Value::as_str);
             let generated = names::tool_name(&options.prefix, operation_id, method, path);
             let tags: Vec<&str> = op.get("tags").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
@@ -204,19 +227,23 @@ pub fn import(doc: &Value, options: &ImportOptions, settings: &Settings) -> Resu
                 None => format!("{} {path}", method.to_ascii_uppercase()),
             };
             let mut warnings = Vec::new();
-            let built = Operation { path, method, item, op, tags: &tags }.build(&cx, &mut warnings).and_then(|(tool, secrets)| {
-                let name = names::unique(generated.clone(), &mut taken.clone());
-                let tool = ImportedTool { name, ..tool };
-                cx.self_check(&tool, &secrets).map(|()| (tool, secrets))
+            let built = Operation { path, method, item, op, tags: &tags }.build(&cx, &meter, &mut warnings).and_then(|(tool, secrets)| {
+                let tool = ImportedTool { name: taken.propose(&generated), ..tool };
+                cx.self_check(&tool, &secrets).map(|definition| (tool, secrets, definition))
             });
             import.warnings.extend(warnings.into_iter().map(|w| format!("{label}: {w}")));
             match built {
-                Ok((tool, secrets)) => {
-                    taken.insert(tool.name.clone());
+                Ok((tool, secrets, definition)) => {
+                    meter.keep(&definition)?;
+                    taken.claim(&tool.name);
                     import.secrets.extend(secrets);
                     import.tools.push(tool);
                 }
-                Err(reason) => import.skipped.push(Skipped { operation: label, reason }),
+                Err(reason) => {
+                    // Out of time inside the operation: the whole import is, not just this one.
+                    meter.check_time()?;
+                    import.skipped.push(Skipped { operation: label, reason });
+                }
             }
         }
     }
@@ -274,8 +301,9 @@ struct Context<'a> {
 
 impl Context<'_> {
     /// Compiles the definition as `tools validate` would, with its own secrets and host
-    /// allowed (those are the operator's decisions, not the document's).
-    fn self_check(&self, tool: &ImportedTool, secrets: &BTreeMap<String, String>) -> Result<(), String> {
+    /// allowed (those are the operator's decisions, not the document's); the definition as
+    /// JSON when it compiles.
+    fn self_check(&self, tool: &ImportedTool, secrets: &BTreeMap<String, String>) -> Result<Value, String> {
         let mut settings = self.settings.clone();
         settings.tools.http.secret_env.extend(secrets.keys().cloned());
         let base = tool.http.base_url.get("default").or(Some(&tool.http.base_url)).and_then(Value::as_str).unwrap_or_default();
@@ -287,7 +315,7 @@ impl Context<'_> {
         }
         let value = serde_json::to_value(tool).map_err(|e| e.to_string())?;
         let raw = RawDef { value, source: "import".into(), base_dir: ".".into() };
-        super::compile(&raw, &settings, Origin::File).map(|_| ()).map_err(|errors| {
+        super::compile(&raw, &settings, Origin::File).map(|_| raw.value).map_err(|errors| {
             format!("the definition would not validate: {}", errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
         })
     }
@@ -367,22 +395,27 @@ struct Placed {
 struct Arguments {
     properties: Map<String, Value>,
     required: Vec<String>,
+    /// `<argument>_<where>` → the next number to try after it, so many parameters cleaned to
+    /// one argument name are numbered in linear time.
+    next: BTreeMap<String, usize>,
 }
 
 impl Arguments {
     /// A free argument name for `wanted` (`wanted_<where>` or a number when it is taken).
-    fn name_for(&self, wanted: &str, place: &str) -> String {
+    fn name_for(&mut self, wanted: &str, place: &str) -> String {
         let base = names::argument(wanted);
         if !self.properties.contains_key(&base) {
             return base;
         }
-        let mut candidate = format!("{base}_{place}");
-        let mut n = 2;
-        while self.properties.contains_key(&candidate) {
-            candidate = format!("{base}_{place}_{n}");
-            n += 1;
+        let stem = format!("{base}_{place}");
+        if !self.properties.contains_key(&stem) {
+            return stem;
         }
-        candidate
+        let n = self.next.entry(stem.clone()).or_insert(2);
+        while self.properties.contains_key(&format!("{stem}_{n}")) {
+            *n += 1;
+        }
+        format!("{stem}_{n}")
     }
 
     fn add(&mut self, name: &str, schema: Value, required: bool) {
@@ -393,14 +426,19 @@ impl Arguments {
     }
 }
 
-impl Operation<'_> {
+impl<'a> Operation<'a> {
     /// The definition (without its final name) and the secrets it reads, or why there is none.
-    fn build(&self, cx: &Context<'_>, warnings: &mut Vec<String>) -> Result<(ImportedTool, BTreeMap<String, String>), String> {
+    fn build(
+        &self,
+        cx: &Context<'a>,
+        meter: &budget::Meter,
+        warnings: &mut Vec<String>,
+    ) -> Result<(ImportedTool, BTreeMap<String, String>), String> {
         let method = self.method.to_ascii_uppercase();
         if matches!(self.method, "options" | "trace") {
             return Err(format!("http tools send GET, HEAD, POST, PUT, PATCH or DELETE, not {method}"));
         }
-        let mut converter = schema::Converter::new(cx.doc);
+        let mut converter = schema::Converter::new(cx.doc, meter);
         let mut args = Arguments::default();
         let mut query = BTreeMap::new();
         let mut headers: BTreeMap<String, Value> = BTreeMap::new();
@@ -417,7 +455,7 @@ impl Operation<'_> {
 
         let mut placed = Placed { path_args: BTreeMap::new(), query, headers };
         for param in self.parameters(cx.doc)? {
-            self.parameter(&param, &mut converter, &mut args, &mut placed, warnings)?;
+            self.parameter(param, &mut converter, &mut args, &mut placed, warnings)?;
         }
         let Placed { path_args, query, mut headers } = placed;
         let url = url_template(self.path, &path_args)?;
@@ -457,7 +495,7 @@ impl Operation<'_> {
 
     fn describe(&self, method: &str) -> (Option<String>, String) {
         let text = |key: &str| self.op.get(key).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty());
-        let summary = text("summary").map(|s| s.lines().next().unwrap_or(s).to_owned());
+        let summary = text("summary").map(|s| s.lines().next().unwrap_or(s).chars().take(MAX_TITLE).collect::<String>());
         let mut description = match (summary.as_deref(), text("description")) {
             (Some(s), Some(d)) if d.starts_with(s) => d.to_owned(),
             (Some(s), Some(d)) => format!("{s}\n\n{d}"),
@@ -474,9 +512,11 @@ impl Operation<'_> {
         (summary, description)
     }
 
-    /// The path item's parameters, then the operation's (which replace same-named ones).
-    fn parameters(&self, doc: &Value) -> Result<Vec<Map<String, Value>>, String> {
-        let mut out: Vec<Map<String, Value>> = Vec::new();
+    /// The path item's parameters, then the operation's (which replace same-named ones), as
+    /// they are in the document: references to one parameter are not copied.
+    fn parameters(&self, doc: &'a Value) -> Result<Vec<&'a Map<String, Value>>, String> {
+        let mut out: Vec<Option<&Map<String, Value>>> = Vec::new();
+        let mut at: BTreeMap<(Option<&str>, Option<&str>), usize> = BTreeMap::new();
         for list in [self.item.get("parameters"), self.op.get("parameters")] {
             for param in list.and_then(Value::as_array).into_iter().flatten() {
                 let param = match param.get("$ref").and_then(Value::as_str) {
@@ -484,12 +524,14 @@ impl Operation<'_> {
                     None => param,
                 };
                 let Some(param) = param.as_object() else { continue };
-                let key = |p: &Map<String, Value>| (p.get("name").cloned(), p.get("in").cloned());
-                out.retain(|p| key(p) != key(param));
-                out.push(param.clone());
+                let key = (param.get("name").and_then(Value::as_str), param.get("in").and_then(Value::as_str));
+                if let Some(replaced) = at.insert(key, out.len()) {
+                    out[replaced] = None;
+                }
+                out.push(Some(param));
             }
         }
-        Ok(out)
+        Ok(out.into_iter().flatten().collect())
     }
 
     fn parameter(
@@ -562,7 +604,7 @@ impl Operation<'_> {
             if !s.contains_key("description")
                 && let Some(d) = param.get("description").and_then(Value::as_str).filter(|d| !d.trim().is_empty())
             {
-                s.insert("description".into(), json!(d.trim()));
+                s.insert("description".into(), converter.text(d.trim())?);
             }
             if param.get("deprecated") == Some(&Value::Bool(true)) {
                 s.insert("deprecated".into(), json!(true));
@@ -570,7 +612,7 @@ impl Operation<'_> {
             if let Some(example) = param.get("example")
                 && !s.contains_key("examples")
             {
-                s.insert("examples".into(), json!([example]));
+                s.insert("examples".into(), json!([converter.copy(example)?]));
             }
         }
         args.add(&arg, schema, required);
@@ -638,7 +680,7 @@ impl Operation<'_> {
             && !s.contains_key("description")
             && let Some(d) = body.get("description").and_then(Value::as_str)
         {
-            s.insert("description".into(), json!(d.trim()));
+            s.insert("description".into(), converter.text(d.trim())?);
         }
         args.add(&arg, schema, required);
         Ok(Some(Value::String(format!("{{{arg}}}"))))
@@ -681,9 +723,12 @@ impl Operation<'_> {
                             continue 'alternatives;
                         }
                         let var = spec["env"].as_str().unwrap_or_default().to_owned();
+                        // The scheme's name is the document's text: quoted, so a comment holding it
+                        // stays one line.
+                        let scheme = text::quote(name);
                         let note =
-                            format!("secret: set {var} to {holds} (security scheme `{name}`), and allow it with tools.http.secret_env");
-                        secrets.insert(var, format!("{holds} (security scheme `{name}`)"));
+                            format!("secret: set {var} to {holds} (security scheme {scheme}), and allow it with tools.http.secret_env");
+                        secrets.insert(var, format!("{holds} (security scheme {scheme})"));
                         headers.push((place, header, spec, note));
                     }
                     Err(why) => {
@@ -711,12 +756,18 @@ fn secret_header(cx: &Context<'_>, name: &str, scheme: &Map<String, Value>) -> R
         "apiKey" => {
             let header = scheme.get("name").and_then(Value::as_str).unwrap_or_default();
             match scheme.get("in").and_then(Value::as_str) {
-                Some("header") if !header.is_empty() => {
-                    Ok((In::Header, header.to_owned(), json!({"env": var}), format!("the API key sent in the {header} header")))
-                }
-                Some("query") if !header.is_empty() => {
-                    Ok((In::Query, header.to_owned(), json!({"env": var}), format!("the API key sent as the {header} query parameter")))
-                }
+                Some("header") if !header.is_empty() => Ok((
+                    In::Header,
+                    header.to_owned(),
+                    json!({"env": var}),
+                    format!("the API key sent in the {} header", text::quote(header)),
+                )),
+                Some("query") if !header.is_empty() => Ok((
+                    In::Query,
+                    header.to_owned(),
+                    json!({"env": var}),
+                    format!("the API key sent as the {} query parameter", text::quote(header)),
+                )),
                 Some("cookie") => Err("an API key in a cookie: http tools send no cookies".into()),
                 _ => Err("an apiKey scheme without `in` and `name`".into()),
             }
@@ -829,6 +880,19 @@ mod tests {
         let args = BTreeMap::from([("pet-id".to_owned(), "pet_id".to_owned())]);
         assert_eq!(url_template("/pets/{pet-id}/a b|c", &args).expect("ok"), "/pets/{pet_id}/a%20b%7Cc");
         assert!(url_template("/pets/{other}", &args).expect_err("undeclared").contains("{other}"));
+    }
+
+    #[test]
+    fn arguments_cleaned_to_one_name_are_numbered_after_their_place() {
+        let mut args = Arguments::default();
+        let mut given = Vec::new();
+        for wanted in ["a", "a!", "a?", "a#", "a_body_3"] {
+            let name = args.name_for(wanted, "body");
+            args.add(&name, json!({}), false);
+            given.push(name);
+        }
+        assert_eq!(given, ["a", "a_body", "a_body_2", "a_body_3", "a_body_3_body"]);
+        assert_eq!(args.name_for("a", "body"), "a_body_4", "a number taken is skipped");
     }
 
     #[test]

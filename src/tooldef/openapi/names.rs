@@ -1,7 +1,7 @@
 //! Names: tools (`^[A-Za-z0-9_.-]{1,64}$`, unique), arguments (letters, digits and `_`, so
 //! they work in URL templates and `{field}` templates alike) and environment variables.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// toolgate's longest tool name.
 const MAX_TOOL_NAME: usize = 64;
@@ -21,19 +21,65 @@ pub(super) fn tool_name(prefix: &str, operation_id: Option<&str>, method: &str, 
     shorten(&cleaned, MAX_TOOL_NAME)
 }
 
-/// `name` if no tool has it yet, else `name_2`, `name_3`, … (kept within the length limit);
-/// `taken` gains the result. Operations are visited in a fixed order (paths, then methods, as
-/// sorted), so the same document always gives the same names.
-pub(super) fn unique(name: String, taken: &mut BTreeSet<String>) -> String {
-    let mut candidate = name.clone();
-    let mut n = 2;
-    while taken.contains(&candidate) {
-        let suffix = format!("_{n}");
-        candidate = format!("{}{suffix}", truncate(&name, MAX_TOOL_NAME - suffix.len()));
-        n += 1;
+/// The tool names given so far, and for each stem the next number to try after it, so the
+/// duplicates of a name cost one look-up each however many there are: numbering by trying
+/// `_2`, `_3`, … from the start each time was quadratic (20,000 operations sharing one
+/// `operationId` took half a minute). A number found taken is never tried again for its stem,
+/// since names are only ever added. Operations are visited in a fixed order (paths, then
+/// methods, as sorted), so the same document always gives the same names.
+#[derive(Debug, Default)]
+pub(super) struct Taken {
+    names: BTreeSet<String>,
+    /// Stem → the next number to try (`<stem>_<n>`).
+    next: BTreeMap<String, usize>,
+    /// Names looked up, to test that the work stays linear.
+    #[cfg(test)]
+    probes: usize,
+}
+
+impl Taken {
+    /// `name` if no tool has it yet, else `name_2`, `name_3`, … (the stem cut so the whole
+    /// stays within the length limit). Nothing is taken until [`Taken::claim`], so an
+    /// operation that is skipped after all leaves its number to the next one.
+    pub fn propose(&mut self, name: &str) -> String {
+        if !self.has(name) {
+            return name.to_owned();
+        }
+        let mut stem_len = name.len().min(MAX_TOOL_NAME - 2);
+        let mut carry = 2;
+        loop {
+            let stem = truncate(name, stem_len);
+            let mut n = self.next.get(stem).copied().unwrap_or(carry);
+            loop {
+                let candidate = format!("{stem}_{n}");
+                if candidate.len() > MAX_TOOL_NAME {
+                    break;
+                }
+                if !self.has(&candidate) {
+                    self.next.insert(stem.to_owned(), n);
+                    return candidate;
+                }
+                n += 1;
+            }
+            // The numbers no longer fit after this stem: a shorter one, numbered on from here.
+            self.next.insert(stem.to_owned(), n);
+            carry = n;
+            stem_len = stem_len.saturating_sub(1);
+        }
     }
-    taken.insert(candidate.clone());
-    candidate
+
+    /// Takes `name` (as [`Taken::propose`] gave it).
+    pub fn claim(&mut self, name: &str) {
+        self.names.insert(name.to_owned());
+    }
+
+    fn has(&mut self, name: &str) -> bool {
+        #[cfg(test)]
+        {
+            self.probes += 1;
+        }
+        self.names.contains(name)
+    }
 }
 
 /// An argument name for a parameter or body property: letters, digits and `_`.
@@ -99,10 +145,55 @@ mod tests {
         let long = tool_name("", Some(&"x".repeat(100)), "get", "/");
         assert_eq!(long.len(), 64);
         assert_ne!(long, tool_name("", Some(&format!("{}y", "x".repeat(100))), "get", "/"));
-        let mut taken = BTreeSet::new();
-        assert_eq!(unique("a".into(), &mut taken), "a");
-        assert_eq!(unique("a".into(), &mut taken), "a_2");
-        assert_eq!(unique("a".into(), &mut taken), "a_3");
+        let mut taken = Taken::default();
+        for want in ["a", "a_2", "a_3"] {
+            let name = taken.propose("a");
+            taken.claim(&name);
+            assert_eq!(name, want);
+        }
+        let long = "x".repeat(64);
+        let names: Vec<String> = (0..12).map(|_| claim(&mut taken, &long)).collect();
+        assert_eq!((names[1].len(), &names[1][60..]), (64, "xx_2"));
+        assert_eq!((names[9].len(), &names[9][60..]), (64, "x_10"), "the numbers grow into the stem");
+    }
+
+    fn claim(taken: &mut Taken, name: &str) -> String {
+        let name = taken.propose(name);
+        taken.claim(&name);
+        name
+    }
+
+    #[test]
+    fn a_number_another_name_took_is_skipped_and_a_proposal_takes_nothing() {
+        let mut taken = Taken::default();
+        for name in ["a", "a_2"] {
+            taken.claim(name);
+        }
+        assert_eq!(taken.propose("a"), "a_3");
+        assert_eq!(taken.propose("a"), "a_3", "not claimed: still free");
+    }
+
+    #[test]
+    fn twenty_thousand_duplicates_cost_a_bounded_number_of_look_ups() {
+        let mut taken = Taken::default();
+        for _ in 0..20_000 {
+            claim(&mut taken, "op");
+        }
+        assert_eq!(taken.propose("op"), "op_20001");
+        assert!(taken.probes <= 3 * 20_001, "{} look-ups: three a name", taken.probes);
+    }
+
+    #[test]
+    fn long_names_that_share_their_cut_stem_cost_a_bounded_number_of_look_ups() {
+        // 62 shared characters: every name's duplicates are numbered after the same stem.
+        let mut taken = Taken::default();
+        let stem = "s".repeat(62);
+        for i in 0..2_000 {
+            let name = format!("{stem}{:02}", i % 100);
+            claim(&mut taken, &name);
+        }
+        assert_eq!(taken.names.len(), 2_000, "all different");
+        assert!(taken.probes <= 4 * 2_000, "{} look-ups", taken.probes);
     }
 
     #[test]

@@ -10,13 +10,18 @@
 //! becomes `examples`. Extensions (`x-*`), `xml`, `externalDocs` and `discriminator` say
 //! nothing to a validator and are left out. Properties marked `readOnly` are left out of what
 //! a request sends.
+//!
+//! Inlining is where a document can make the importer do more than its size suggests, so the
+//! converter spends from the operation's [`Spend`] as it goes (each schema node, and each value
+//! it copies, measured before it is copied) and refuses to nest deeper than
+//! [`Budgets::max_depth`](super::budget::Budgets) levels (each `$ref` followed is one): a
+//! chain of references fails with the budget's name instead of overflowing the stack.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-/// Most nodes one operation's input schema may have once its references are inlined.
-pub(super) const MAX_NODES: usize = 20_000;
+use super::budget::{Meter, Spend};
 
 /// Keywords whose value is one schema.
 const ONE_SCHEMA: &[&str] = &[
@@ -43,30 +48,51 @@ const DROPPED: &[&str] = &["xml", "externalDocs", "discriminator", "$schema", "$
 /// Converts the schemas of one operation, sharing the `$defs` that recursive types need.
 pub(super) struct Converter<'a> {
     doc: &'a Value,
+    meter: &'a Meter,
+    /// What this operation's schemas have cost so far.
+    spend: Spend,
+    /// Schemas being converted, counting each reference followed.
+    depth: usize,
     /// References being expanded, innermost last.
     stack: Vec<String>,
     /// Recursive references: reference → name under `$defs`.
     def_names: BTreeMap<String, String>,
     /// Definitions already converted, by name.
     defs: Map<String, Value>,
-    nodes: usize,
 }
 
 impl<'a> Converter<'a> {
-    pub fn new(doc: &'a Value) -> Self {
-        Self { doc, stack: Vec::new(), def_names: BTreeMap::new(), defs: Map::new(), nodes: 0 }
+    pub fn new(doc: &'a Value, meter: &'a Meter) -> Self {
+        Self { doc, meter, spend: Spend::new(), depth: 0, stack: Vec::new(), def_names: BTreeMap::new(), defs: Map::new() }
     }
 
     /// `schema` as JSON Schema 2020-12, references inlined. `request` leaves out `readOnly`
     /// properties (a request body's or parameter's schema).
     pub fn convert(&mut self, schema: &Value, request: bool) -> Result<Value, String> {
-        self.nodes += 1;
-        if self.nodes > MAX_NODES {
-            return Err(format!(
-                "the input schema has more than {MAX_NODES} nodes once its references are inlined; import the operation by hand"
-            ));
+        if self.depth >= self.meter.budgets.max_depth {
+            return Err(self.meter.budgets.too_deep());
         }
-        let Value::Object(object) = schema else { return Ok(schema.clone()) };
+        self.depth += 1;
+        let converted = self.convert_here(schema, request);
+        self.depth -= 1;
+        converted
+    }
+
+    /// A copy of a value from the document, paid for before it is made.
+    pub fn copy(&mut self, value: &Value) -> Result<Value, String> {
+        self.spend.spend_copy(self.meter, value)?;
+        Ok(value.clone())
+    }
+
+    /// A string from the document, paid for before it is copied.
+    pub fn text(&mut self, text: &str) -> Result<Value, String> {
+        self.spend.spend(self.meter, 1, text.len())?;
+        Ok(Value::String(text.to_owned()))
+    }
+
+    fn convert_here(&mut self, schema: &Value, request: bool) -> Result<Value, String> {
+        let Value::Object(object) = schema else { return self.copy(schema) };
+        self.spend.spend(self.meter, 1, 0)?;
         if let Some(reference) = object.get("$ref").and_then(Value::as_str) {
             return self.reference(reference, object, request);
         }
@@ -75,12 +101,13 @@ impl<'a> Converter<'a> {
             if key.starts_with("x-") || DROPPED.contains(&key.as_str()) {
                 continue;
             }
+            self.spend.spend(self.meter, 0, key.len())?;
             let converted = if ONE_SCHEMA.contains(&key.as_str()) {
                 self.convert(value, request)?
             } else if SCHEMA_LISTS.contains(&key.as_str()) {
                 match value {
                     Value::Array(items) => Value::Array(items.iter().map(|s| self.convert(s, request)).collect::<Result<_, _>>()?),
-                    other => other.clone(),
+                    other => self.copy(other)?,
                 }
             } else if SCHEMA_MAPS.contains(&key.as_str()) {
                 match value {
@@ -90,14 +117,15 @@ impl<'a> Converter<'a> {
                             if key == "properties" && request && is_read_only(self.doc, s) {
                                 continue;
                             }
+                            self.spend.spend(self.meter, 0, name.len())?;
                             converted.insert(name.clone(), self.convert(s, request)?);
                         }
                         Value::Object(converted)
                     }
-                    other => other.clone(),
+                    other => self.copy(other)?,
                 }
             } else {
-                value.clone()
+                self.copy(value)?
             };
             out.insert(key.clone(), converted);
         }
@@ -119,10 +147,11 @@ impl<'a> Converter<'a> {
                 break;
             }
             for (reference, name) in pending {
-                let target = resolve(self.doc, &reference)?.clone();
+                let doc = self.doc;
+                let target = resolve(doc, &reference)?;
                 // Expanding the definition itself: its own references to itself stay references.
                 self.stack.push(reference.clone());
-                let converted = self.convert(&target, request);
+                let converted = self.convert(target, request);
                 self.stack.pop();
                 self.defs.insert(name, converted?);
             }
@@ -159,7 +188,7 @@ impl<'a> Converter<'a> {
         if !siblings.is_empty() {
             let mut own = Map::new();
             for (k, v) in siblings {
-                own.insert(k.clone(), v.clone());
+                own.insert(k.clone(), self.copy(v)?);
             }
             let own = self.convert(&Value::Object(own), request)?;
             match (&mut converted, own) {
@@ -266,10 +295,17 @@ fn def_name(reference: &str) -> String {
 mod tests {
     use super::*;
 
+    use crate::tooldef::openapi::budget::Budgets;
+
+    fn meter() -> Meter {
+        Meter::new(Budgets::default())
+    }
+
     #[test]
     fn nullable_and_boolean_exclusive_limits_become_2020_12() {
         let doc = json!({});
-        let mut c = Converter::new(&doc);
+        let meter = meter();
+        let mut c = Converter::new(&doc, &meter);
         let out = c
             .convert(&json!({"type": "integer", "nullable": true, "minimum": 1, "exclusiveMinimum": true, "example": 3, "x-go": 1}), true)
             .expect("converts");
@@ -279,7 +315,8 @@ mod tests {
     #[test]
     fn a_recursive_reference_goes_to_defs_once() {
         let doc = json!({"components": {"schemas": {"Node": {"type": "object", "properties": {"child": {"$ref": "#/components/schemas/Node"}}}}}});
-        let mut c = Converter::new(&doc);
+        let meter = meter();
+        let mut c = Converter::new(&doc, &meter);
         let out = c.convert(&json!({"$ref": "#/components/schemas/Node"}), true).expect("converts");
         assert_eq!(out["properties"]["child"], json!({"$ref": "#/$defs/Node"}));
         let defs = c.finish(true).expect("defs").expect("some");
@@ -291,5 +328,23 @@ mod tests {
         let doc = json!({"paths": {"/a/{b}": {"x": 1}}});
         assert_eq!(resolve(&doc, "#/paths/~1a~1%7Bb%7D/x").expect("found"), &json!(1));
         assert!(resolve(&doc, "other.yaml#/x").expect_err("external").contains("another document"));
+    }
+
+    #[test]
+    fn a_reference_chain_deeper_than_the_budget_is_refused_naming_it() {
+        let schemas: Map<String, Value> =
+            (0..100).map(|i| (format!("s{i}"), json!({"$ref": format!("#/components/schemas/s{}", i + 1)}))).collect();
+        let doc = json!({"components": {"schemas": schemas}});
+        let meter = Meter::new(Budgets { max_depth: 10, ..Budgets::default() });
+        let e = Converter::new(&doc, &meter).convert(&json!({"$ref": "#/components/schemas/s0"}), true).expect_err("too deep");
+        assert!(e.contains("deeper than 10 levels") && e.contains("depth budget"), "{e}");
+    }
+
+    #[test]
+    fn copied_values_count_against_the_operation_budget_before_they_are_copied() {
+        let doc = json!({"components": {"schemas": {"Big": {"type": "string", "enum": vec!["a"; 100]}}}});
+        let meter = Meter::new(Budgets { operation_nodes: 50, ..Budgets::default() });
+        let e = Converter::new(&doc, &meter).convert(&json!({"$ref": "#/components/schemas/Big"}), true).expect_err("over");
+        assert!(e.contains("more than 50 nodes"), "{e}");
     }
 }
