@@ -155,6 +155,9 @@ pub async fn insert_within<E>(
         .await?;
     let counts = sqlx::query(COUNT).bind(client).fetch_one(&mut *tx).await?;
     if let Err(refused) = within(counts.try_get("live")?, counts.try_get("stored")?) {
+        // Explicitly, so the client's lock is let go now rather than when the pool gets round
+        // to the dropped transaction.
+        tx.rollback().await?;
         return Ok(Err(refused));
     }
     insert_query!(row, client, lease_until_ms).execute(&mut *tx).await?;
@@ -217,11 +220,30 @@ pub async fn finish(
     })
 }
 
-/// Extends the claim of `replica` on every live task it runs to `until_ms`. Returns their ids.
-pub async fn renew(store: &Store, replica: &str, until_ms: i64) -> Result<Vec<String>, sqlx::Error> {
-    let sql = concat!("UPDATE tasks SET lease_until_ms = $1 WHERE lease_owner = $2 AND ", live!(), " RETURNING id");
+/// Extends the claim of `replica` to `until_ms` on those of `ids` (the runs it has) still live.
+/// Returns their ids. Only runs: a row this replica claims whose run is gone (its result could
+/// not be stored) is left to lapse, and `fail_lapsed` ends it, instead of being renewed forever.
+pub async fn renew(store: &Store, replica: &str, ids: &[String], until_ms: i64) -> Result<Vec<String>, sqlx::Error> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = Value::from(ids.to_vec()).to_string();
+    // The ids go as one JSON array, which each backend unpacks its own way.
+    let (sqlite, postgres) = (
+        concat!(
+            "UPDATE tasks SET lease_until_ms = $1 WHERE lease_owner = $2 AND id IN (SELECT value FROM json_each($3)) AND ",
+            live!(),
+            " RETURNING id"
+        ),
+        concat!(
+            "UPDATE tasks SET lease_until_ms = $1 WHERE lease_owner = $2 AND id IN (SELECT jsonb_array_elements_text($3::jsonb)) AND ",
+            live!(),
+            " RETURNING id"
+        ),
+    );
+    let sql = if matches!(store.backend(), crate::store::Backend::Sqlite(_)) { sqlite } else { postgres };
     on_pool!(store, |pool| {
-        let rows = sqlx::query(sql).bind(until_ms).bind(replica).fetch_all(pool).await?;
+        let rows = sqlx::query(sql).bind(until_ms).bind(replica).bind(&ids).fetch_all(pool).await?;
         rows.iter().map(|r| r.try_get("id")).collect()
     })
 }

@@ -42,9 +42,10 @@ pub struct Tasks {
     cluster: Arc<dyn Cluster>,
     /// Tasks running here, by id: cancelling the token stops the tool.
     running: Mutex<HashMap<String, Running>>,
-    /// Held from counting a client's tasks to storing the new one, so creates at once cannot
-    /// all pass the caps on one count (16 got past a cap of 4). Across replicas on Postgres,
-    /// [`db::insert_within`] counts and stores under a lock on the client in the database.
+    /// Held on SQLite from counting a client's tasks to storing the new one, so creates at once
+    /// cannot all pass the caps on one count (16 got past a cap of 4). On Postgres,
+    /// [`db::insert_within`] counts and stores under a lock on the client in the database,
+    /// across replicas, and one client's wait holds up no other.
     creating: tokio::sync::Mutex<()>,
     /// Woken whenever a task changes on this replica (waiters re-read the row).
     changed: Notify,
@@ -156,15 +157,19 @@ impl Tasks {
         let cancel = CancellationToken::new();
         let run = Running { cancel: cancel.clone(), created_ms: now, tool: tool.to_owned(), stored: false };
         self.track(|running| running.insert(task.id.clone(), run));
+        // Untracked again if this ends here: refused, failed, or dropped while it waits.
+        let mut tracked = Untrack { tasks: self, id: task.id.clone(), armed: true };
         let stored = {
-            let _counted = self.creating.lock().await;
+            // Postgres decides under a lock of its own, per client (db::insert_within).
+            let _counted = match self.store.backend() {
+                crate::store::Backend::Sqlite(_) => Some(self.creating.lock().await),
+                crate::store::Backend::Postgres(_) => None,
+            };
             db::insert_within(&self.store, &row, client, now + self.settings.lease_ms(), |live, stored| self.within_caps(live, stored))
                 .await
         };
-        if let Err(e) = stored.map_err(|e| storage_error(&e)).and_then(|within| within) {
-            self.track(|running| running.remove(&task.id));
-            return Err(e);
-        }
+        stored.map_err(|e| storage_error(&e)).and_then(|within| within)?;
+        tracked.armed = false;
         if let Some(run) = self.running.lock().get_mut(&task.id) {
             run.stored = true;
         }
@@ -345,6 +350,21 @@ impl Tasks {
                 () = tokio::time::sleep(poll) => {}
                 () = stop.cancelled() => return Ok(None),
             }
+        }
+    }
+}
+
+/// Removes a run from [`Tasks::running`] when its creation ends without a stored row.
+struct Untrack<'a> {
+    tasks: &'a Tasks,
+    id: String,
+    armed: bool,
+}
+
+impl Drop for Untrack<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.tasks.track(|running| running.remove(&self.id));
         }
     }
 }

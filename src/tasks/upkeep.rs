@@ -30,7 +30,8 @@ impl Tasks {
             let now = now_ms();
             // Taken before the renewal, so each of these rows was in the table when it ran.
             let stored = self.stored_runs();
-            match db::renew(&self.store, self.cluster.replica(), now + self.settings.lease_ms()).await {
+            let runs: Vec<String> = self.running.lock().keys().cloned().collect();
+            match db::renew(&self.store, self.cluster.replica(), &runs, now + self.settings.lease_ms()).await {
                 Ok(renewed) => self.stop_unclaimed(stored, &renewed),
                 Err(e) => tracing::warn!(error = %e, "cannot renew task leases"),
             }

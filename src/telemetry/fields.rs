@@ -26,13 +26,9 @@ pub fn escaped() -> impl for<'w> FormatFields<'w> + Send + Sync + 'static {
     .delimited(" ")
 }
 
-/// A JSON log field's text: capped (the JSON encoder escapes it).
+/// A JSON log field's text: escaped and capped as in readable lines. The JSON encoder would
+/// escape newlines and other C0 controls itself, but not DEL, C1, the line separators or the
+/// bidirectional controls, which a log viewer shows as they are.
 pub fn capped(value: &dyn fmt::Debug) -> String {
-    use fmt::Write as _;
-    let mut capped = crate::untrusted::text::Capped::new(LOG_FIELD_MAX);
-    let _ = write!(capped, "{value:?}");
-    match capped.finish() {
-        (kept, 0) => kept,
-        (kept, dropped) => format!("{kept}…(+{dropped} bytes)"),
-    }
+    escaped_debug(value, LOG_FIELD_MAX)
 }

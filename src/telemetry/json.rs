@@ -2,8 +2,8 @@
 //! of every span it happened in, flattened to the top level (the innermost span wins). So a
 //! line logged deep inside a tool still carries the `request_id` and `trace_id` of its request,
 //! which tracing-subscriber's own JSON format only nests under `span`/`spans`.
-//! Every value is capped at [`LOG_FIELD_MAX`](crate::untrusted::text::LOG_FIELD_MAX) bytes; the
-//! JSON encoder escapes it.
+//! Every value is escaped and capped at [`LOG_FIELD_MAX`](crate::untrusted::text::LOG_FIELD_MAX)
+//! bytes, as in readable lines.
 
 use std::fmt;
 

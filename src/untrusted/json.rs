@@ -44,6 +44,27 @@ pub fn from_slice(bytes: &[u8], budget: Budget) -> Result<Value, DecodeError> {
     }
 }
 
+/// How many values `value` holds, counted as [`from_slice`] charges them (a key counts one),
+/// stopping once past `stop`.
+pub fn count(value: &Value, stop: usize) -> usize {
+    let (mut counted, mut stack) = (0, vec![value]);
+    while let Some(value) = stack.pop() {
+        counted += 1;
+        if counted > stop {
+            break;
+        }
+        match value {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => {
+                counted += map.len();
+                stack.extend(map.values());
+            }
+            _ => {}
+        }
+    }
+    counted
+}
+
 struct State {
     left: usize,
     budget: Budget,
@@ -182,6 +203,15 @@ mod tests {
         let keys: Vec<String> = (0..600).map(|i| format!("\"k{i}\":0")).collect();
         let text = format!("{{{}}}", keys.join(","));
         assert_eq!(from_slice(text.as_bytes(), ROOMY), Err(DecodeError::TooManyValues(1_000)));
+    }
+
+    #[test]
+    fn a_decoded_value_counts_what_decoding_it_charged() {
+        let text = r#"{"a":[1,{"b":null}],"c":"x"}"#;
+        let budget = Budget { values: 9, depth: 16 };
+        assert!(from_slice(text.as_bytes(), budget).is_ok());
+        assert!(from_slice(text.as_bytes(), Budget { values: 8, ..budget }).is_err());
+        assert_eq!(count(&serde_json::from_str(text).unwrap_or_default(), 100), 9);
     }
 
     #[test]

@@ -91,6 +91,12 @@ impl Capped {
 
 impl fmt::Write for Capped {
     fn write_str(&mut self, s: &str) -> fmt::Result {
+        // Once cut, nothing more is kept: a later short write would splice text from after
+        // the cut onto what was kept.
+        if self.dropped > 0 {
+            self.dropped += s.len();
+            return Ok(());
+        }
         let room = self.max.saturating_sub(self.kept.len());
         if s.len() <= room {
             self.kept.push_str(s);
@@ -134,6 +140,14 @@ mod tests {
     #[test]
     fn long_text_is_cut_on_a_character_boundary_and_says_so() {
         assert_eq!(escaped("ééé", 3).to_string(), "é…(+4 bytes)");
+    }
+
+    #[test]
+    fn nothing_written_after_a_cut_is_kept() {
+        let mut capped = Capped::new(3);
+        let _ = write!(capped, "aé");
+        let _ = write!(capped, "éb");
+        assert_eq!(capped.finish(), ("aé".to_owned(), 3));
     }
 
     #[test]

@@ -30,6 +30,9 @@ pub async fn list_tools(peer: &Peer, timeout: Duration) -> Result<Vec<Value>, Up
 pub async fn list_all(peer: &Peer, method: &str, key: &str, timeout: Duration) -> Result<Vec<Value>, UpstreamError> {
     let mut entries = Vec::new();
     let mut cursor: Option<String> = None;
+    // Each page was decoded under the budget; the listing as a whole, which is kept, is held
+    // to it too (100 pages of a nearly full budget each would otherwise all be kept).
+    let mut left = peer.budget().values;
     for _ in 0..MAX_PAGES {
         let params = match &cursor {
             Some(c) => serde_json::json!({ "cursor": c }),
@@ -39,6 +42,9 @@ pub async fn list_all(peer: &Peer, method: &str, key: &str, timeout: Duration) -
         let Some(listed) = page.get(key).and_then(Value::as_array) else {
             return Err(UpstreamError::Protocol(format!("{method} answered without a `{key}` array")));
         };
+        left = left.checked_sub(listed.iter().map(|e| crate::untrusted::json::count(e, left)).sum()).ok_or_else(|| {
+            UpstreamError::TooComplex(format!("lists {key} holding more than {} JSON values in all its pages", peer.budget().values))
+        })?;
         entries.extend(listed.iter().cloned());
         if entries.len() > MAX_TOOLS {
             return Err(UpstreamError::Protocol(format!("the upstream lists more than {MAX_TOOLS} {key}")));
@@ -65,7 +71,8 @@ pub fn build(link: &Arc<Link>, listed: &[Value]) -> (Vec<Tool>, Vec<String>) {
         }
         match build_one(link, upstream_name, entry) {
             Ok(tool) => tools.push(tool),
-            Err(why) => skipped.push(format!("{upstream_name}: {why}")),
+            // The name is the upstream's: shown escaped and capped wherever the reason goes.
+            Err(why) => skipped.push(format!("{}: {why}", crate::untrusted::escaped(upstream_name, 200))),
         }
     }
     (tools, skipped)

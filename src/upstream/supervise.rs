@@ -16,6 +16,8 @@ use crate::metrics::record;
 /// How often a connected upstream must answer a ping.
 const PING_EVERY: Duration = Duration::from_secs(15);
 const PING_TIMEOUT: Duration = Duration::from_secs(10);
+/// Problems of one listing written to the log (the status keeps them all).
+const LOGGED_PROBLEMS: usize = 10;
 /// Backoff between connection attempts: doubling from the first to the last, with jitter.
 const BACKOFF_FIRST: Duration = Duration::from_millis(500);
 const BACKOFF_LAST: Duration = Duration::from_secs(30);
@@ -123,8 +125,15 @@ async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities
         Ok(listed) => {
             let (tools, invalid) = catalog::build(link, &listed);
             let offerings = super::offerings::list(link, peer, capabilities).await;
-            for why in invalid.iter().chain(&offerings.problems) {
+            // An upstream chooses how many bad entries it lists, and lists them again at every
+            // list_changed: the log gets the first few and a count, the status all of them.
+            let problems: Vec<&String> = invalid.iter().chain(&offerings.problems).collect();
+            for why in problems.iter().take(LOGGED_PROBLEMS) {
                 tracing::warn!(upstream = %link.name, skipped = %why, "upstream tool not served");
+            }
+            if problems.len() > LOGGED_PROBLEMS {
+                let more = problems.len() - LOGGED_PROBLEMS;
+                tracing::warn!(upstream = %link.name, more, "{more} more upstream entries not served; GET /admin/upstreams lists them all");
             }
             link.update(|s| {
                 s.invalid_tools = invalid.len();

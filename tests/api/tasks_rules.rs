@@ -4,7 +4,8 @@
 //! ended elsewhere stops; another principal polling the owner's task spends only its own poll
 //! allowance and is answered exactly as for an unknown id; and a run that ends after its task
 //! was cancelled records nothing, so the canceller's is the one terminal audit record (the
-//! race across two replicas, made deterministic with a row lock, is in `tasks_pg`).
+//! race across two replicas, made deterministic with a row lock, is in `tasks_pg`); a stored
+//! task whose run is gone is not renewed, so its lease lapses and it fails.
 
 use crate::{audit_support, common};
 
@@ -223,4 +224,39 @@ async fn tasks_created_at_once_cannot_pass_the_running_cap() {
     let created = futures_util::future::join_all(calls).await;
     let running = created.iter().filter(|v| v["result"]["resultType"] == "task").count();
     assert_eq!(running, 4, "{created:?}");
+}
+
+#[tokio::test]
+async fn a_stored_task_without_a_run_here_is_not_renewed_and_fails_when_its_lease_lapses() {
+    let s = TestServer::with(|c| c.tasks.lease_secs = 3).await;
+    common::tasks::install(&s);
+    // What a run leaves when its result could not be stored: its row, live, claimed by this
+    // replica, and no run.
+    let now = now_ms();
+    let task = toolgate::protocol::task::Task {
+        id: "orphan-task-0000000000000000".into(),
+        status: TaskStatus::Working,
+        status_message: None,
+        created_ms: now,
+        updated_ms: now,
+        ttl_ms: Some(60_000),
+        poll_ms: 1000,
+    };
+    let row = db::TaskRow {
+        task,
+        owner: String::new(),
+        era: "modern".into(),
+        tool: "slow".into(),
+        outcome: None,
+        lease_owner: Some(s.state().cluster.replica().to_owned()),
+        input_requests: None,
+        input_responses: None,
+    };
+    let store = &s.state().store;
+    db::insert(store, &row, "127.0.0.1", now + s.state().settings.tasks.lease_ms()).await.expect("stored");
+    let failed = audit_support::eventually(Duration::from_secs(8), || async {
+        db::get(store, &row.task.id, now_ms()).await.ok().flatten().is_some_and(|r| r.task.status == TaskStatus::Failed)
+    })
+    .await;
+    assert!(failed, "the orphaned task was renewed instead of failing");
 }

@@ -490,3 +490,23 @@ async fn a_flood_on_an_upstreams_stderr_is_logged_at_a_bounded_rate_and_counted(
     }
     panic!("the log never said lines were not logged");
 }
+
+#[tokio::test]
+async fn a_listing_whose_pages_each_fit_the_budget_but_not_together_is_refused() {
+    // 73 tools of about 18 values each, 3 a page: each page fits 1,024 values, all of them not.
+    let names: Vec<String> = (0..60).map(|i| format!("extra_{i}")).collect();
+    let env = json!({"UPSTREAM_EXTRA_NAMES": json!(names).to_string()});
+    let (server, _) = serve(json!({"max_message_values": 1024, "stdio": {"env": env}})).await;
+    let url = server.admin_url("/admin/upstreams");
+    let mut last_error = String::new();
+    for _ in 0..200 {
+        let status: Value = server.client.get(&url).send().await.expect("sent").json().await.expect("json");
+        last_error = status["upstreams"][0]["last_error"].as_str().unwrap_or_default().to_owned();
+        if !last_error.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(last_error.contains("in all its pages") && last_error.contains("max_message_values"), "{last_error:?}");
+    assert!(served(&server).is_empty(), "nothing of the listing is served: {:?}", served(&server));
+}
