@@ -53,6 +53,22 @@ async fn a_replaced_definition_restarts_the_upstream_with_its_new_settings() {
 }
 
 #[tokio::test]
+async fn a_replaced_definition_that_cannot_connect_serves_nothing_of_the_old_one() {
+    let upstream = TestServer::start().await;
+    let server = admin_server(|_| {}).await;
+    put(&server, "remote", &json!({"url": upstream.url("/mcp"), "allow_private": true, "prefix": "a_"}), None).await;
+    wait_for(&server, "a_echo", true).await;
+    // A server that takes the connection and never answers: the new definition hangs in its
+    // handshake for the whole minute it is given.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/mcp", silent.local_addr().expect("address"));
+    let hanging = json!({"url": url, "allow_private": true, "prefix": "a_", "connect_timeout_ms": 60_000});
+    assert_eq!(put(&server, "remote", &hanging, Some("\"1\"")).await.status(), 200);
+    wait_for(&server, "a_echo", false).await;
+    drop(silent);
+}
+
+#[tokio::test]
 async fn a_replace_naming_a_stale_revision_changes_nothing() {
     let upstream = TestServer::start().await;
     let server = admin_server(|_| {}).await;
