@@ -72,7 +72,13 @@ pub async fn export(store: &Store, filter: &AuditFilter, format: ExportFormat, o
     Ok(n)
 }
 
+/// One record as CSV cells, each safe to open in a spreadsheet (several hold text from
+/// clients and upstreams: arguments, errors, names).
 fn csv_row(r: &AuditRecord) -> [String; 18] {
+    cells(r).map(crate::untrusted::text::spreadsheet_cell)
+}
+
+fn cells(r: &AuditRecord) -> [String; 18] {
     let opt = |v: &Option<String>| v.clone().unwrap_or_default();
     let num = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_default();
     let time = r.time.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();

@@ -9,7 +9,8 @@
 //! - **Memory**: [`json::from_slice`] decodes JSON under a [`json::Budget`] (values and depth),
 //!   counted while decoding, so a message's cost is bounded whatever its byte size: a few bytes
 //!   per empty value would otherwise cost hundreds once decoded.
-//! - **Files** are written through serializers (the OpenAPI importer re-reads what it wrote);
+//! - **Files** are written through serializers (the OpenAPI importer re-reads what it wrote;
+//!   an audit export's CSV cells go through [`text::spreadsheet_cell`]);
 //!   **names** through each kind's name grammar (`tool::valid_name`).
 //!
 //! The bottom layer: it imports nothing from the crate, so every layer can use it.

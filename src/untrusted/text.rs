@@ -109,6 +109,14 @@ impl fmt::Write for Capped {
     }
 }
 
+/// A spreadsheet cell that holds `text` as text: one that starts with `=`, `+`, `-`, `@`, a tab
+/// or a carriage return is a formula to Excel, LibreOffice and Sheets (a client's tool
+/// arguments or an upstream's error could read `=HYPERLINK(...)`), so it gets a leading `'`,
+/// as OWASP's advice on CSV injection has it.
+pub fn spreadsheet_cell(text: String) -> String {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{text}") } else { text }
+}
+
 /// `value`'s `Debug` (or, through `format_args!`, `Display`) text, escaped and capped.
 pub fn escaped_debug(value: &dyn fmt::Debug, max: usize) -> String {
     let mut capped = Capped::new(max);
@@ -140,6 +148,13 @@ mod tests {
     #[test]
     fn long_text_is_cut_on_a_character_boundary_and_says_so() {
         assert_eq!(escaped("ééé", 3).to_string(), "é…(+4 bytes)");
+    }
+
+    #[test]
+    fn a_cell_that_a_spreadsheet_would_run_is_kept_as_text() {
+        assert_eq!(spreadsheet_cell("=HYPERLINK(\"http://x\")".into()), "'=HYPERLINK(\"http://x\")");
+        assert_eq!(spreadsheet_cell("@SUM(A1)".into()), "'@SUM(A1)");
+        assert_eq!(spreadsheet_cell("echo".into()), "echo");
     }
 
     #[test]

