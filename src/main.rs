@@ -175,7 +175,8 @@ async fn main() -> std::process::ExitCode {
     match run(command).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("toolgate: {e:#}");
+            // An error may quote a document, a server's answer or a client's text.
+            eprintln!("toolgate: {}", toolgate::untrusted::text::terminal(&format!("{e:#}")));
             std::process::ExitCode::FAILURE
         }
     }

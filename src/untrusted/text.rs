@@ -109,6 +109,20 @@ impl fmt::Write for Capped {
     }
 }
 
+/// `text` for a terminal, whose lines are its own (a command's report of several problems):
+/// every character [`needs_escape`] but the newline is escaped, so text quoted from a document
+/// or an upstream cannot move the cursor, recolour or rewrite what the operator reads.
+pub fn terminal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let _ = write_escaped(&mut out, line);
+    }
+    out
+}
+
 /// A spreadsheet cell that holds `text` as text: one that starts with `=`, `+`, `-`, `@`, a tab
 /// or a carriage return is a formula to Excel, LibreOffice and Sheets (a client's tool
 /// arguments or an upstream's error could read `=HYPERLINK(...)`), so it gets a leading `'`,
@@ -148,6 +162,11 @@ mod tests {
     #[test]
     fn long_text_is_cut_on_a_character_boundary_and_says_so() {
         assert_eq!(escaped("ééé", 3).to_string(), "é…(+4 bytes)");
+    }
+
+    #[test]
+    fn a_terminal_keeps_the_lines_and_loses_the_escapes() {
+        assert_eq!(terminal("two\nlines \u{1b}[31mred\r"), "two\nlines \\u{1b}[31mred\\r");
     }
 
     #[test]
