@@ -195,32 +195,9 @@ async fn a_name_whose_owner_lost_its_connection_stays_its_own_and_is_served_agai
     assert_eq!(call_shared(&server, &session).await, "hi");
 }
 
-/// Log output captured in memory.
-#[derive(Clone, Default)]
-struct Capture(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
-    type Writer = Capture;
-
-    fn make_writer(&'a self) -> Capture {
-        self.clone()
-    }
-}
-
 #[tokio::test]
 async fn a_skipped_name_is_logged_once_as_a_warning_naming_the_tool_and_both_upstreams() {
-    let buffer = Capture::default();
+    let buffer = crate::common::Capture::default();
     let log = toolgate::config::LogSettings { format: toolgate::config::LogFormat::Json, ..Default::default() };
     let _telemetry = toolgate::telemetry::init_with_writer(&log, buffer.clone());
     let (server, _dir) = two("extra", false).await;
