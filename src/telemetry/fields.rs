@@ -25,10 +25,3 @@ pub fn escaped() -> impl for<'w> FormatFields<'w> + Send + Sync + 'static {
     })
     .delimited(" ")
 }
-
-/// A JSON log field's text: escaped and capped as in readable lines. The JSON encoder would
-/// escape newlines and other C0 controls itself, but not DEL, C1, the line separators or the
-/// bidirectional controls, which a log viewer shows as they are.
-pub fn capped(value: &dyn fmt::Debug) -> String {
-    escaped_debug(value, LOG_FIELD_MAX)
-}

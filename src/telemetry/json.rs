@@ -2,12 +2,15 @@
 //! of every span it happened in, flattened to the top level (the innermost span wins). So a
 //! line logged deep inside a tool still carries the `request_id` and `trace_id` of its request,
 //! which tracing-subscriber's own JSON format only nests under `span`/`spans`.
-//! Every value is escaped and capped at [`LOG_FIELD_MAX`](crate::untrusted::text::LOG_FIELD_MAX)
-//! bytes, as in readable lines.
+//! Every value is escaped and capped at [`LOG_FIELD_MAX`] bytes, as in readable lines: the JSON
+//! encoder would escape newlines and C0 controls itself, but not DEL, C1, the line separators or
+//! the bidirectional controls, which a log viewer shows as they are.
 
 use std::fmt;
 
 use serde_json::{Map, Value};
+
+use crate::untrusted::text::{LOG_FIELD_MAX, escaped_debug};
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber, span};
 use tracing_subscriber::fmt::format::Writer;
@@ -88,7 +91,7 @@ struct Visitor<'a>(&'a mut Map<String, Value>);
 
 impl Visit for Visitor<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().to_owned(), Value::String(super::fields::capped(&format_args!("{value}"))));
+        self.0.insert(field.name().to_owned(), Value::String(escaped_debug(&format_args!("{value}"), LOG_FIELD_MAX)));
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
@@ -108,10 +111,10 @@ impl Visit for Visitor<'_> {
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.0.insert(field.name().to_owned(), Value::String(super::fields::capped(&format_args!("{value}"))));
+        self.0.insert(field.name().to_owned(), Value::String(escaped_debug(&format_args!("{value}"), LOG_FIELD_MAX)));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.insert(field.name().to_owned(), Value::String(super::fields::capped(value)));
+        self.0.insert(field.name().to_owned(), Value::String(escaped_debug(value, LOG_FIELD_MAX)));
     }
 }

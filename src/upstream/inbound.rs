@@ -35,18 +35,17 @@ impl Peer {
     /// the wire reports its own way; a message over budget fails the request it answered (or,
     /// when that cannot be told, every waiting one) and the connection goes on.
     pub(super) fn receive(&self, bytes: &[u8], related: Option<i64>) -> Result<(), UpstreamError> {
-        match json::from_slice(bytes, self.budget()) {
+        match decode(bytes, self.budget()) {
             Ok(Value::Array(batch)) => batch.into_iter().for_each(|m| self.dispatch(m, related)),
             Ok(message) => self.dispatch(message, related),
-            Err(DecodeError::Invalid(e)) => return Err(UpstreamError::Protocol(format!("a message that is not JSON: {e}"))),
-            Err(over) => {
-                let error = UpstreamError::TooComplex(over.to_string());
+            Err(error @ UpstreamError::TooComplex(_)) => {
                 tracing::warn!(upstream = ?self, error = %error, "refused a message from the upstream");
                 match answered_id(bytes).or(related) {
                     Some(id) => self.fail(id, error),
                     None => self.fail_all(&error),
                 }
             }
+            Err(not_json) => return Err(not_json),
         }
         Ok(())
     }
