@@ -13,11 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::TestServer;
-use common::idp::{Issuer, RESOURCE};
+use common::idp::Issuer;
 use common::tasks::opted_in;
 use serde_json::{Value, json};
 use toolgate::audit::{AuditFilter, EventKind};
-use toolgate::auth::settings::AuthMode;
 use toolgate::protocol::CallToolResult;
 use toolgate::protocol::task::{TaskStatus, TaskSupport};
 use toolgate::store::Store;
@@ -95,11 +94,8 @@ async fn the_owner_can_cancel_a_running_task_past_its_ttl() {
 /// alice's running.
 async fn alices_task() -> (TestServer, Issuer, String) {
     let idp = Issuer::start().await;
-    let url = idp.url.clone();
-    let s = TestServer::with(move |c| {
-        c.auth.mode = AuthMode::Jwt;
-        c.auth.resource = Some(RESOURCE.into());
-        c.auth.issuers = vec![serde_json::from_value(json!({ "issuer": url })).expect("issuer")];
+    let s = TestServer::with(|c| {
+        idp.trust(c);
         c.tasks.poll_interval_ms = 60_000;
         c.tasks.poll_burst = 3;
     })
