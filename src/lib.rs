@@ -10,6 +10,7 @@ pub mod admission;
 pub mod app;
 pub mod audit;
 pub mod auth;
+pub mod authserver;
 pub mod bus;
 pub mod caller;
 pub mod catalog;

@@ -76,6 +76,12 @@ impl Default for AuthSettings {
 impl AuthSettings {
     /// Checks the combination; the message names the setting to fix.
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_with(false)
+    }
+
+    /// [`Self::validate`], knowing whether toolgate's own authorization server issues tokens
+    /// (then it is a trusted issuer and none need be configured).
+    pub fn validate_with(&self, own_issuer: bool) -> Result<(), String> {
         if matches!(self.mode, AuthMode::Off | AuthMode::Dev) {
             return Ok(());
         }
@@ -87,7 +93,7 @@ impl AuthSettings {
         if parsed.fragment().is_some() || !matches!(parsed.scheme(), "https" | "http") {
             return Err(format!("auth.resource {resource:?} must be an http(s) URL without a fragment"));
         }
-        if self.issuers.is_empty() && self.introspection.is_none() {
+        if self.issuers.is_empty() && self.introspection.is_none() && !own_issuer {
             return Err(
                 "with auth.mode = \"jwt\", configure at least one [[auth.issuers]] (JWT tokens) or [auth.introspection] (opaque tokens)"
                     .into(),

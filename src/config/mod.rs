@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 pub mod admin;
 pub mod audit;
 pub mod auth;
+pub mod authserver;
 pub mod command_tools;
 pub mod effective;
 mod explain;
@@ -33,6 +34,8 @@ pub struct Settings {
     pub tools: ToolSettings,
     pub log: LogSettings,
     pub auth: auth::AuthSettings,
+    /// toolgate's own authorization server for MCP clients (off unless enabled).
+    pub authorization_server: authserver::AuthServerSettings,
     pub storage: storage::StorageSettings,
     pub audit: audit::AuditSettings,
     pub limits: limits::LimitSettings,
@@ -385,7 +388,14 @@ impl Settings {
         if self.tools.default_timeout_secs == 0 {
             return invalid("tools.default_timeout_secs", "must be at least 1");
         }
-        self.auth.validate().map_err(|reason| ConfigError::Invalid { key: "auth", reason })?;
+        self.auth.validate_with(self.authorization_server.enabled).map_err(|reason| ConfigError::Invalid { key: "auth", reason })?;
+        self.authorization_server.validate().map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
+        if self.authorization_server.enabled && self.auth.mode != auth::AuthMode::Jwt {
+            return invalid(
+                "auth.mode",
+                "must be \"jwt\" with authorization_server.enabled: the resource server verifies the tokens the authorization server issues",
+            );
+        }
         self.storage.validate().map_err(|reason| ConfigError::Invalid { key: "storage", reason })?;
         self.audit.validate().map_err(|reason| ConfigError::Invalid { key: "audit", reason })?;
         self.limits.validate().map_err(|reason| ConfigError::Invalid { key: "limits", reason })?;

@@ -18,6 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "store",
             "audit",
             "auth",
+            "authserver",
             "limits",
             "caller",
             "cluster",
