@@ -56,6 +56,7 @@ pub const LIST_CHANGED_FANOUT: &str = "toolgate_list_changed_fanout_seconds";
 pub const AUTH_VALIDATIONS: &str = "toolgate_auth_validations_total";
 /// Counter `{result}`.
 pub const JWKS_REFRESHES: &str = "toolgate_jwks_refreshes_total";
+pub const OAUTH_EVENTS: &str = "toolgate_oauth_events_total";
 /// Counter `{result}`.
 pub const INTROSPECTION_REQUESTS: &str = "toolgate_introspection_requests_total";
 /// Counter `{result}`.
@@ -227,6 +228,10 @@ pub fn describe() {
     );
     describe_counter!(AUTH_VALIDATIONS, "Bearer-token checks by result (ok, rejected) and reason of a rejection.");
     describe_counter!(JWKS_REFRESHES, "Fetches of an issuer's signing keys (JWKS) by result.");
+    describe_counter!(
+        OAUTH_EVENTS,
+        "Events of the built-in authorization server (sign_in, consent, code, token, refresh, revoke, register) by outcome."
+    );
     describe_counter!(INTROSPECTION_REQUESTS, "Token introspection requests (RFC 7662) by result: active, inactive, error.");
     describe_counter!(INTROSPECTION_CACHE, "Introspection cache look-ups by result: hit, miss.");
     describe_counter!(

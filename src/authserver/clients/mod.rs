@@ -88,7 +88,7 @@ pub struct Clients {
 }
 
 impl Clients {
-    pub fn new(settings: Arc<AuthServerSettings>, store: Store, _http_ca: Option<()>) -> Result<Self, String> {
+    pub fn new(settings: Arc<AuthServerSettings>, store: Store) -> Result<Self, String> {
         Ok(Self { _settings: settings, _store: store })
     }
 
