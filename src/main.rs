@@ -66,6 +66,13 @@ enum Command {
         #[arg(long, default_value_t = 3600)]
         ttl_secs: u64,
     },
+    /// Write a new signing key for the built-in authorization server
+    /// (`authorization_server.signing_key_files`): EC P-256, PKCS#8 PEM, mode 0600.
+    Keygen {
+        /// The file to create; an existing file is never overwritten.
+        #[arg(long, value_name = "FILE")]
+        out: std::path::PathBuf,
+    },
     /// Check a settings file and print the effective settings.
     CheckConfig {
         #[command(flatten)]
@@ -204,6 +211,20 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let token = toolgate::auth::dev::mint(&key, &resource, &subject, &scope, ttl_secs).map_err(anyhow::Error::msg)?;
             use std::io::Write as _;
             let _ = writeln!(std::io::stdout(), "{token}");
+            Ok(())
+        }
+        Command::Keygen { out } => {
+            let pem = toolgate::authserver::keys::generate_pem().map_err(anyhow::Error::msg)?;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut file = options
+                .open(&out)
+                .map_err(|e| anyhow::anyhow!("cannot create {} ({e}); an existing key is never overwritten", out.display()))?;
+            use std::io::Write as _;
+            file.write_all(pem.as_bytes())?;
+            let _ = writeln!(std::io::stdout(), "wrote a new signing key to {}", out.display());
             Ok(())
         }
         Command::Migrate { config } => {

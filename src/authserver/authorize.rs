@@ -27,7 +27,7 @@ pub enum Refused {
     /// Shown on an error page; the browser stays here (unknown client, bad redirect URI).
     Page(String),
     /// Sent back to the client's verified redirect URI.
-    Redirect { redirect_uri: String, error: &'static str, description: String, state: Option<String> },
+    Redirect { redirect_uri: String, error: &'static str, description: String, state: Option<String>, trusted: bool },
 }
 
 /// The request's parameters, repeated ones kept so they can be refused.
@@ -63,11 +63,14 @@ pub async fn check(params: Params<'_>, clients: &Clients, resources: &[String]) 
         return Err(Refused::Page("the redirect_uri is not one this application registered".into()));
     }
     let state = params.one("state").ok().flatten().map(str::to_owned);
+    // AUZ-11: only the operator's own clients are sent back without the user's say.
+    let trusted = client.kind == super::clients::ClientKind::Settings;
     let redirect = |error: &'static str, description: String| Refused::Redirect {
         redirect_uri: redirect_uri.clone(),
         error,
         description,
         state: state.clone(),
+        trusted,
     };
     let rest = rest_of_request(&params, resources).map_err(|(error, why)| redirect(error, why))?;
     let valid = ValidRequest {

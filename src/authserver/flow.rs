@@ -85,6 +85,7 @@ impl AuthServer {
                 error: "temporarily_unavailable",
                 description: "the identity provider cannot be reached; try again later".into(),
                 state: request.state.clone(),
+                trusted: false,
             }
         })?;
         let expires = now_ms() + secs_ms(self.settings.transaction_ttl_secs);
@@ -306,6 +307,7 @@ fn unavailable(request: &ValidRequest) -> Refused {
         error: "temporarily_unavailable",
         description: "the server cannot start a sign-in right now; try again".into(),
         state: request.state.clone(),
+        trusted: false,
     }
 }
 

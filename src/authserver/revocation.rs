@@ -139,3 +139,9 @@ impl AuthServer {
         });
     }
 }
+
+impl crate::auth::jwt::RevokedGrants for DenyList {
+    fn is_revoked(&self, grant_id: &str) -> bool {
+        DenyList::is_revoked(self, grant_id)
+    }
+}
