@@ -187,6 +187,7 @@ impl AppState {
             proxies: proxies.clone(),
             mcp: mcp.clone(),
             metrics: metrics.clone(),
+            authserver: authserver.clone(),
         });
         let gate = BearerGate { auth: auth.clone(), limiter: limiter.clone(), audit: audit.clone(), proxies };
         Ok(Self(Arc::new(Shared {
