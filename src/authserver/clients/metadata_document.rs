@@ -131,4 +131,159 @@ fn redirect_uris(doc: &Map<String, Value>, schemes: &[String]) -> Result<Vec<Str
 }
 
 #[cfg(test)]
-mod tests {}
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const ID: &str = "https://client.example.com/oauth/client.json";
+
+    fn settings() -> MetadataDocumentSettings {
+        MetadataDocumentSettings::default()
+    }
+
+    fn doc() -> Value {
+        json!({"client_id": ID, "client_name": "Example", "redirect_uris": ["http://localhost/callback", "https://client.example.com/cb"]})
+    }
+
+    fn parse_value(value: &Value) -> Result<Client, String> {
+        parse(ID, value.to_string().as_bytes(), &[])
+    }
+
+    fn without(field: &str) -> Value {
+        let mut value = doc();
+        value.as_object_mut().expect("object").remove(field);
+        value
+    }
+
+    fn with(field: &str, extra: Value) -> Value {
+        let mut value = doc();
+        value.as_object_mut().expect("object").insert(field.into(), extra);
+        value
+    }
+
+    #[test]
+    fn an_https_url_with_a_path_is_a_document_url() {
+        assert_eq!(check_url(ID, &settings()).map(String::from), Ok(ID.to_owned()));
+        assert!(check_url("https://client.example.com:8443/c", &settings()).is_ok());
+    }
+
+    #[test]
+    fn only_http_and_https_ids_are_taken_as_urls() {
+        assert!(is_url_form(ID) && is_url_form("http://x/y") && is_url_form("HTTPS://x/y"));
+        assert!(!is_url_form("tgc_abc") && !is_url_form("my-app") && !is_url_form("cursor://x"));
+    }
+
+    #[test]
+    fn a_badly_shaped_document_url_is_refused() {
+        for bad in [
+            "http://client.example.com/c.json",
+            "https://client.example.com",
+            "https://client.example.com/",
+            "https://client.example.com/c.json#f",
+            "https://user@client.example.com/c.json",
+            "https://client.example.com/a/../c.json",
+            "https://client.example.com/a/./c.json",
+            "https://client.example.com/a/%2E%2e/c.json",
+            "https://client.example.com/c.json?x=1",
+            "https://Client.example.com/c.json",
+            "https://client.example.com:443/c.json",
+        ] {
+            assert!(check_url(bad, &settings()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_host_outside_the_allowed_hosts_is_refused() {
+        let mut s = settings();
+        s.hosts = vec!["claude.ai".into()];
+        assert!(check_url(ID, &s).is_err());
+        assert!(check_url("https://claude.ai/oauth/claude-code-client-metadata", &s).is_ok());
+    }
+
+    #[test]
+    fn documents_can_be_turned_off() {
+        let mut s = settings();
+        s.enabled = false;
+        assert!(check_url(ID, &s).is_err());
+    }
+
+    #[test]
+    fn a_valid_document_makes_a_public_client() {
+        let client = parse_value(&doc()).expect("valid");
+        assert_eq!((client.kind, client.auth_method, client.name.as_str()), (ClientKind::MetadataDocument, AuthMethod::None, "Example"));
+        assert!(client.refresh_tokens && client.secret_hash.is_none() && !client.fingerprint.is_empty());
+    }
+
+    #[test]
+    fn a_document_that_is_not_a_json_object_is_refused() {
+        assert!(parse(ID, b"{not json", &[]).is_err());
+        assert!(parse(ID, b"[1]", &[]).is_err());
+    }
+
+    #[test]
+    fn a_client_id_differing_by_a_slash_or_case_is_refused() {
+        for other in [format!("{ID}/"), ID.replace("client.example", "Client.example"), ID.replace("https", "http")] {
+            assert!(parse_value(&with("client_id", json!(other))).is_err(), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_missing_name_or_redirect_uris_is_refused() {
+        assert!(parse_value(&without("client_name")).is_err());
+        assert!(parse_value(&with("client_name", json!(" \n "))).is_err());
+        assert!(parse_value(&without("redirect_uris")).is_err());
+        assert!(parse_value(&with("redirect_uris", json!([]))).is_err());
+    }
+
+    #[test]
+    fn shared_secret_methods_and_secrets_are_refused() {
+        for method in ["client_secret_basic", "client_secret_post", "client_secret_jwt"] {
+            assert!(parse_value(&with("token_endpoint_auth_method", json!(method))).is_err(), "{method}");
+        }
+        assert!(parse_value(&with("client_secret", json!("s"))).is_err());
+        assert!(parse_value(&with("client_secret_expires_at", json!(0))).is_err());
+    }
+
+    #[test]
+    fn private_key_jwt_is_refused_as_not_supported() {
+        let reason = parse_value(&with("token_endpoint_auth_method", json!("private_key_jwt"))).expect_err("refused");
+        assert!(reason.contains("not supported"), "{reason}");
+        assert!(parse_value(&with("token_endpoint_auth_method", json!("none"))).is_ok());
+    }
+
+    #[test]
+    fn a_bad_redirect_uri_in_the_document_is_refused() {
+        assert!(parse_value(&with("redirect_uris", json!(["http://evil.example/cb"]))).is_err());
+    }
+
+    #[test]
+    fn grant_and_response_types_must_allow_the_code_flow() {
+        assert!(parse_value(&with("grant_types", json!(["client_credentials"]))).is_err());
+        assert!(parse_value(&with("response_types", json!(["token"]))).is_err());
+        let no_refresh = parse_value(&with("grant_types", json!(["authorization_code"]))).expect("valid");
+        assert!(!no_refresh.refresh_tokens);
+    }
+
+    #[test]
+    fn the_name_is_cleaned_and_capped() {
+        let client = parse_value(&with("client_name", json!(format!("A\u{202e}B{}", "x".repeat(500))))).expect("valid");
+        assert!(client.name.starts_with("A B") && client.name.chars().count() == 200);
+    }
+
+    #[test]
+    fn a_logo_on_a_private_address_or_plain_http_is_dropped() {
+        let logo = |uri: &str| parse_value(&with("logo_uri", json!(uri))).expect("valid").logo_uri;
+        assert_eq!(logo("https://cdn.example.com/l.png").as_deref(), Some("https://cdn.example.com/l.png"));
+        assert_eq!(logo("https://10.0.0.5/l.png"), None);
+        assert_eq!(logo("http://cdn.example.com/l.png"), None);
+    }
+
+    #[test]
+    fn a_request_redirect_not_listed_in_the_document_is_not_allowed() {
+        let client = parse_value(&doc()).expect("valid");
+        assert!(client.redirect_allowed("http://localhost:61234/callback"));
+        assert!(!client.redirect_allowed("https://client.example.com/other"));
+        assert!(!client.redirect_allowed("http://127.0.0.1:61234/callback"));
+    }
+}

@@ -257,3 +257,64 @@ fn configured_client(entry: &ClientSettings, schemes: &[String]) -> Result<Clien
     }
     .sealed())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Secret;
+
+    fn entry(secret: Option<&str>) -> ClientSettings {
+        ClientSettings {
+            client_id: "ops-cli".into(),
+            client_name: "Ops CLI".into(),
+            redirect_uris: vec!["http://127.0.0.1/cb".into()],
+            client_secret: secret.map(|s| Secret::new(s.into())),
+            scopes: vec![],
+        }
+    }
+
+    #[test]
+    fn a_configured_client_with_a_secret_is_confidential() {
+        let client = configured_client(&entry(Some("hunter2-but-longer")), &[]).expect("valid");
+        assert!(client.secret_matches("hunter2-but-longer"));
+        assert!(!client.secret_matches("hunter2-but-longeR") && !client.secret_matches(""));
+        assert!(
+            client.accepts(AuthMethod::ClientSecretPost)
+                && client.accepts(AuthMethod::ClientSecretBasic)
+                && !client.accepts(AuthMethod::None)
+        );
+    }
+
+    #[test]
+    fn a_configured_client_without_a_secret_is_public() {
+        let client = configured_client(&entry(None), &[]).expect("valid");
+        assert_eq!(client.auth_method, AuthMethod::None);
+        assert!(!client.secret_matches("") && client.accepts(AuthMethod::None) && !client.accepts(AuthMethod::ClientSecretBasic));
+    }
+
+    #[test]
+    fn a_configured_client_with_a_bad_redirect_uri_is_refused() {
+        let mut bad = entry(None);
+        bad.redirect_uris = vec!["http://evil.example/cb".into()];
+        assert!(configured_client(&bad, &[]).is_err());
+    }
+
+    #[test]
+    fn the_fingerprint_changes_with_redirect_uris_but_not_their_order() {
+        let mut two = entry(None);
+        two.redirect_uris.push("https://a.example/cb".into());
+        let first = configured_client(&two, &[]).expect("valid").fingerprint;
+        two.redirect_uris.reverse();
+        assert_eq!(configured_client(&two, &[]).expect("valid").fingerprint, first);
+        two.redirect_uris.push("https://b.example/cb".into());
+        assert_ne!(configured_client(&two, &[]).expect("valid").fingerprint, first);
+    }
+
+    #[test]
+    fn a_secret_hash_reads_back_from_hex_and_hides_in_debug() {
+        let hash = SecretHash::of("x");
+        assert_eq!(SecretHash::from_hex(&hash.to_hex()), Some(hash.clone()));
+        assert_eq!(SecretHash::from_hex("abc"), None);
+        assert!(!format!("{hash:?}").contains(&hash.to_hex()));
+    }
+}

@@ -213,4 +213,156 @@ pub(super) fn client(client_id: &str, stored: &StoredClient) -> Option<Client> {
 }
 
 #[cfg(test)]
-mod tests {}
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::Secret;
+
+    fn settings() -> AuthServerSettings {
+        AuthServerSettings { redirect_schemes: vec!["cursor://anysphere.cursor-mcp".into()], ..Default::default() }
+    }
+
+    fn register(body: Value) -> Result<Registered, RegistrationError> {
+        parse(body.to_string().as_bytes(), &settings())
+    }
+
+    fn error_of(body: Value) -> &'static str {
+        register(body).expect_err("refused").error
+    }
+
+    #[test]
+    fn a_public_native_registration_is_accepted_with_defaults() {
+        let r = register(json!({"redirect_uris": ["http://127.0.0.1/cb"], "client_name": "CLI", "token_endpoint_auth_method": "none"}))
+            .expect("valid");
+        assert_eq!(r.token_endpoint_auth_method, AuthMethod::None);
+        assert_eq!((r.grant_types, r.response_types), (vec!["authorization_code".to_owned()], vec!["code".to_owned()]));
+    }
+
+    #[test]
+    fn no_auth_method_with_only_native_redirects_is_public() {
+        let r = register(json!({"redirect_uris": ["http://localhost/cb", "cursor://anysphere.cursor-mcp/oauth/callback"]})).expect("valid");
+        assert_eq!(r.token_endpoint_auth_method, AuthMethod::None);
+    }
+
+    #[test]
+    fn no_auth_method_with_an_https_redirect_defaults_to_client_secret_basic() {
+        let r = register(json!({"redirect_uris": ["https://app.example.com/cb"]})).expect("valid");
+        assert_eq!(r.token_endpoint_auth_method, AuthMethod::ClientSecretBasic);
+    }
+
+    #[test]
+    fn a_missing_name_gets_a_default() {
+        let r = register(json!({"redirect_uris": ["http://127.0.0.1/cb"]})).expect("valid");
+        assert_eq!(r.client_name, DEFAULT_NAME);
+    }
+
+    #[test]
+    fn bad_redirect_uris_are_invalid_redirect_uri() {
+        for uri in ["http://evil.example/cb", "javascript:alert(1)", "https://a/cb#f", "https://*.a/cb"] {
+            assert_eq!(error_of(json!({"redirect_uris": [uri]})), "invalid_redirect_uri", "{uri}");
+        }
+        assert_eq!(error_of(json!({})), "invalid_redirect_uri");
+        assert_eq!(error_of(json!({"redirect_uris": "https://a/cb"})), "invalid_redirect_uri");
+    }
+
+    #[test]
+    fn too_many_redirect_uris_are_refused() {
+        let uris: Vec<String> = (0..500).map(|i| format!("https://a.example/cb{i}")).collect();
+        let refused = register(json!({"redirect_uris": uris})).expect_err("refused");
+        assert_eq!(refused.error, "invalid_redirect_uri");
+        assert!(refused.description.contains("at most 10"), "{}", refused.description);
+    }
+
+    #[test]
+    fn a_web_application_must_use_https_and_a_native_one_may_use_loopback() {
+        assert_eq!(error_of(json!({"application_type": "web", "redirect_uris": ["http://localhost/cb"]})), "invalid_redirect_uri");
+        assert!(register(json!({"application_type": "native", "redirect_uris": ["http://localhost/cb"]})).is_ok());
+        assert_eq!(error_of(json!({"application_type": "desktop", "redirect_uris": ["http://localhost/cb"]})), "invalid_client_metadata");
+    }
+
+    #[test]
+    fn an_unsupported_auth_method_is_invalid_client_metadata() {
+        let refused = register(json!({"redirect_uris": ["https://a.example/cb"], "token_endpoint_auth_method": "private_key_jwt"}))
+            .expect_err("refused");
+        assert_eq!(refused.error, "invalid_client_metadata");
+        assert!(refused.description.contains("token_endpoint_auth_method"));
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_object_or_too_large_is_refused() {
+        assert_eq!(parse(b"[]", &settings()).expect_err("refused").error, "invalid_client_metadata");
+        let huge = vec![b' '; MAX_BODY + 1];
+        assert_eq!(parse(&huge, &settings()).expect_err("refused").error, "invalid_client_metadata");
+    }
+
+    #[test]
+    fn a_client_supplied_id_and_logo_are_not_registered() {
+        let r =
+            register(json!({"client_id": "admin", "logo_uri": "https://cdn.example.com/l.png", "redirect_uris": ["http://127.0.0.1/cb"]}))
+                .expect("valid");
+        let response = issue(r).response(0);
+        assert_ne!(response["client_id"], "admin");
+        assert!(response.get("logo_uri").is_none());
+    }
+
+    #[test]
+    fn generated_ids_have_the_tgc_shape_and_never_a_url_shape() {
+        let issued = issue(register(json!({"redirect_uris": ["http://127.0.0.1/cb"]})).expect("valid"));
+        assert!(is_generated_id(&issued.client_id) && !issued.client_id.starts_with("https://"), "{}", issued.client_id);
+        assert!(!is_generated_id("tgc_short") && !is_generated_id("https://a/b"));
+    }
+
+    #[test]
+    fn a_confidential_registration_gets_a_never_expiring_secret() {
+        let issued = issue(
+            register(json!({"redirect_uris": ["https://a.example/cb"], "token_endpoint_auth_method": "client_secret_post"}))
+                .expect("valid"),
+        );
+        let response = issued.response(1_700_000_000_000);
+        assert_eq!(response["client_secret_expires_at"], 0);
+        assert_eq!(response["client_id_issued_at"], 1_700_000_000);
+        assert_eq!(response["client_secret"].as_str().map(str::len), Some(43));
+    }
+
+    #[test]
+    fn a_public_registration_gets_no_secret() {
+        let issued = issue(register(json!({"redirect_uris": ["http://127.0.0.1/cb"]})).expect("valid"));
+        let response = issued.response(0);
+        assert!(response.get("client_secret").is_none() && response.get("client_secret_expires_at").is_none());
+        assert_eq!(response["redirect_uris"], json!(["http://127.0.0.1/cb"]));
+        assert_eq!(response["token_endpoint_auth_method"], "none");
+    }
+
+    #[test]
+    fn registration_off_is_refused() {
+        let off = RegistrationSettings { mode: RegistrationMode::Off, ..Default::default() };
+        assert_eq!(authorize(&off, None).expect_err("refused").error, "access_denied");
+    }
+
+    #[test]
+    fn token_mode_requires_the_exact_initial_access_token() {
+        let token = RegistrationSettings {
+            mode: RegistrationMode::Token,
+            initial_access_token: Some(Secret::new("s3cret-initial-token".into())),
+            ..Default::default()
+        };
+        assert!(authorize(&token, Some("s3cret-initial-token")).is_ok());
+        for bad in [None, Some("s3cret-initial-toke"), Some("")] {
+            assert_eq!(authorize(&token, bad).expect_err("refused").error, "invalid_token");
+        }
+    }
+
+    #[test]
+    fn a_stored_registration_reads_back_as_the_same_client() {
+        let issued = issue(
+            register(json!({"redirect_uris": ["https://a.example/cb"], "grant_types": ["authorization_code", "refresh_token"]}))
+                .expect("valid"),
+        );
+        let secret = issued.secret.clone().expect("a secret");
+        let stored = StoredClient { metadata: issued.stored_metadata(), secret_hash: Some(SecretHash::of(&secret).to_hex()) };
+        let client = client(&issued.client_id, &stored).expect("readable");
+        assert!(client.secret_matches(&secret) && !client.secret_matches("other"));
+        assert!(client.refresh_tokens && client.kind == ClientKind::Registered);
+    }
+}
