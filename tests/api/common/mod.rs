@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod idp;
 pub mod in_process;
 pub mod tasks;
