@@ -105,3 +105,88 @@ async fn the_admin_listener_serves_https_and_reports_the_certificates_expiry() {
         assert!(text.contains(&line), "{line} in:\n{text}");
     }
 }
+
+/// Runs the binary with `args` and only the `env` given of its `TOOLGATE__` variables.
+async fn toolgate(args: &[&str], env: &[(&str, &std::path::Path)]) -> std::process::Output {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    cmd.args(args).env_remove("TOOLGATE_CONFIG");
+    for (name, _) in std::env::vars().filter(|(k, _)| k.starts_with("TOOLGATE__")) {
+        cmd.env_remove(name);
+    }
+    cmd.envs(env.iter().map(|(k, v)| (*k, v.as_os_str()))).output().await.expect("toolgate runs")
+}
+
+/// `toolgate healthcheck` against `s`, with the TLS settings of `dir`'s files.
+async fn healthcheck(s: &TestServer, dir: &std::path::Path, client_ca: bool) -> std::process::Output {
+    let bind = std::path::PathBuf::from(s.running.addr.to_string());
+    let (cert, key, ca) = (dir.join("tls.crt"), dir.join("tls.key"), dir.join("client-ca.crt"));
+    let mut env = vec![
+        ("TOOLGATE__SERVER__BIND", bind.as_path()),
+        ("TOOLGATE__SERVER__TLS__CERT_FILE", cert.as_path()),
+        ("TOOLGATE__SERVER__TLS__KEY_FILE", key.as_path()),
+    ];
+    if client_ca {
+        env.push(("TOOLGATE__SERVER__TLS__CLIENT_CA_FILE", ca.as_path()));
+    }
+    toolgate(&["healthcheck"], &env).await
+}
+
+#[tokio::test]
+async fn healthcheck_speaks_tls_to_a_tls_listener() {
+    let (ca, dir) = (Ca::new("test CA"), tempfile::tempdir().expect("dir"));
+    let s = tls_server(dir.path(), &ca.server(1), |_| {}).await;
+    let out = healthcheck(&s, dir.path(), false).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test]
+async fn healthcheck_with_client_certificates_required_passes_on_the_handshake() {
+    let (ca, dir) = (Ca::new("test CA"), tempfile::tempdir().expect("dir"));
+    let s = mutual(&ca, &ca, dir.path()).await;
+    let out = healthcheck(&s, dir.path(), true).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[tokio::test]
+async fn check_config_names_the_tls_setting_to_fix() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (cert, key) = (dir.path().join("absent.crt"), dir.path().join("absent.key"));
+    let out = toolgate(
+        &["check-config"],
+        &[("TOOLGATE__SERVER__TLS__CERT_FILE", cert.as_path()), ("TOOLGATE__SERVER__TLS__KEY_FILE", key.as_path())],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("server.tls.cert_file") && stderr.contains("no such file"), "{stderr}");
+}
+
+#[tokio::test]
+async fn the_peer_address_reaches_the_handlers_over_tls() {
+    // Only a trusted peer (ConnectInfo) makes X-Forwarded-For count: two forwarded clients
+    // then get a budget each.
+    let (ca, dir) = (Ca::new("test CA"), tempfile::tempdir().expect("dir"));
+    let s = tls_server(dir.path(), &ca.server(1), |s| {
+        s.server.trusted_proxies = vec!["127.0.0.1".into()];
+        (s.limits.enabled, s.limits.requests_per_minute, s.limits.request_burst) = (true, 3, 3);
+    })
+    .await;
+    let client = certs::client(&ca).build().expect("client");
+    for forwarded in ["203.0.113.1", "203.0.113.2"] {
+        let mut admitted = 0;
+        for id in 0..5 {
+            let res = client
+                .post(https(&s, "/mcp"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-06-18")
+                .header("x-forwarded-for", forwarded)
+                .body(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#))
+                .send()
+                .await
+                .expect("POST");
+            admitted += usize::from(res.status() != 429);
+        }
+        assert_eq!(admitted, 3, "{forwarded} has its own budget");
+    }
+}
