@@ -190,3 +190,11 @@ async fn the_peer_address_reaches_the_handlers_over_tls() {
         assert_eq!(admitted, 3, "{forwarded} has its own budget");
     }
 }
+
+#[test]
+fn the_tls_guides_settings_load() {
+    // The files it names exist only in a deployment, so check-config cannot read this block.
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/tls.md")).expect("guide");
+    let settings = crate::common::load_toml(&crate::common::toml_block(&guide, "## Settings")).expect("the guide's settings load");
+    assert!(settings.server.tls.enabled() && settings.admin.tls.enabled());
+}
