@@ -14,7 +14,6 @@
 //!   the stream caps instead ([`crate::limits::Caps`]).
 //! - **Accept-error back-off**: a failing `accept` (e.g. `EMFILE`) frees an idle connection
 //!   and retries after 10 ms, doubling to 1 s, instead of spinning or stopping.
-//!
 //! - **TLS** ([`super::tls`]), when the listener terminates it: the handshake runs in the
 //!   connection's task under the header read timeout, and the version is ALPN's choice instead
 //!   of a peek at the first bytes. Everything above holds for TLS connections alike.
@@ -142,7 +141,7 @@ impl Connection {
             let Ok(Some(version)) = tokio::time::timeout(self.timeout, sniff(&tcp)).await else { return };
             return self.serve_io(tcp, version).await;
         };
-        let Ok(Ok(stream)) = tokio::time::timeout(self.timeout, tls.accept(tcp)).await else { return };
+        let Ok(stream) = tls.accept(tcp, self.timeout).await else { return };
         // Without ALPN a client speaks HTTP/1.1 (RFC 9113 §3.2: h2 over TLS is negotiated).
         let version = if stream.get_ref().1.alpn_protocol() == Some(b"h2") { Version::Http2 } else { Version::Http1 };
         self.serve_io(stream, version).await;

@@ -15,6 +15,7 @@ mod reload;
 mod tests;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use rustls::ServerConfig;
@@ -50,9 +51,13 @@ impl Tls {
         Ok(Some(Self { current, listener }))
     }
 
-    /// The TLS handshake on an accepted connection, with the configuration current now.
-    pub(crate) async fn accept(&self, tcp: TcpStream) -> std::io::Result<TlsStream<TcpStream>> {
-        let accepted = tokio_rustls::TlsAcceptor::from(self.current.load_full()).accept(tcp).await;
+    /// The TLS handshake on an accepted connection, with the configuration current now, within
+    /// `timeout` (the listener's header read timeout).
+    pub(crate) async fn accept(&self, tcp: TcpStream, timeout: Duration) -> std::io::Result<TlsStream<TcpStream>> {
+        let handshake = tokio_rustls::TlsAcceptor::from(self.current.load_full()).accept(tcp);
+        let accepted = tokio::time::timeout(timeout, handshake).await.unwrap_or_else(|_| {
+            Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no complete TLS handshake within the header read timeout"))
+        });
         if let Err(e) = &accepted {
             metrics::counter!(crate::metrics::TLS_HANDSHAKE_FAILURES, "listener" => self.listener).increment(1);
             tracing::debug!(listener = self.listener, error = %e, "TLS handshake failed");
