@@ -93,6 +93,12 @@ pub const CONNECTIONS_OPEN: &str = "toolgate_connections_open";
 pub const CONNECTIONS_EVICTED: &str = "toolgate_connections_evicted_total";
 /// Counter, recorded by `transport::connections`.
 pub const ACCEPT_ERRORS: &str = "toolgate_accept_errors_total";
+/// Gauge `{listener}`, recorded by `transport::tls`.
+pub const TLS_CERTIFICATE_EXPIRY: &str = "toolgate_tls_certificate_expiry_timestamp_seconds";
+/// Counter `{listener, result}`, recorded by `transport::tls`.
+pub const TLS_RELOADS: &str = "toolgate_tls_reloads_total";
+/// Counter `{listener}`, recorded by `transport::tls`.
+pub const TLS_HANDSHAKE_FAILURES: &str = "toolgate_tls_handshake_failures_total";
 /// Counter, recorded by `tasks`.
 pub const TASKS_CREATED: &str = "toolgate_tasks_created_total";
 /// Counter, recorded by `tasks`.
@@ -265,6 +271,18 @@ pub fn describe() {
         "Idle connections closed to make room for new ones at the connection cap (server.max_connections)."
     );
     describe_counter!(ACCEPT_ERRORS, "Failed accepts on the public listener (e.g. out of file descriptors), each followed by a back-off.");
+    describe_gauge!(
+        TLS_CERTIFICATE_EXPIRY,
+        "When the certificate a listener serves expires (its notAfter), in seconds since the Unix epoch, by listener (server, admin)."
+    );
+    describe_counter!(
+        TLS_RELOADS,
+        "Reloads of a listener's changed TLS files, by result (ok; invalid: the previous certificate stays in service)."
+    );
+    describe_counter!(
+        TLS_HANDSHAKE_FAILURES,
+        "TLS handshakes that failed or were refused (e.g. no client certificate under mTLS), by listener."
+    );
     describe_counter!(TASKS_CREATED, "Tasks created (tool calls run detached from their request).");
     describe_counter!(TASKS_ENDED, "Tasks that reached a terminal status, by status (completed, failed, cancelled).");
     describe_histogram!(TASK_DURATION, Unit::Seconds, "Time from a task's creation to its terminal status, by status.");

@@ -58,6 +58,8 @@ mod tasks_modern;
 mod tasks_pg;
 mod tasks_rules;
 mod telemetry_logs;
+mod tls;
+mod tls_reload;
 mod tooldef_command;
 mod tooldef_compile;
 mod tooldef_http;
