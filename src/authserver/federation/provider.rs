@@ -80,6 +80,9 @@ struct Rfc9207 {
 struct Cache {
     current: Option<Arc<Discovered>>,
     last_forced: Option<Instant>,
+    /// The last failed discovery: callers that were already waiting get its error instead of
+    /// each waiting out another timeout; a later call tries again.
+    failure: Option<(Instant, String)>,
 }
 
 /// The cached discovery of one provider.
@@ -97,7 +100,11 @@ impl Discovery {
 
     /// The cached discovery, fetched when there is none or it is stale.
     pub async fn get(&self) -> Result<Arc<Discovered>, FederationError> {
+        let arrived = Instant::now();
         let mut cache = self.cache.lock().await;
+        if let Some((_, reason)) = cache.failure.as_ref().filter(|(at, _)| *at >= arrived) {
+            return Err(unavailable(reason.clone()));
+        }
         match &cache.current {
             Some(current) if current.fetched.elapsed() < MAX_AGE => Ok(current.clone()),
             Some(stale) => match self.fetch().await {
@@ -107,7 +114,14 @@ impl Discovery {
                     Ok(stale.clone())
                 }
             },
-            None => Ok(cache.current.insert(Arc::new(self.fetch().await?)).clone()),
+            None => match self.fetch().await {
+                Ok(fresh) => Ok(cache.current.insert(Arc::new(fresh)).clone()),
+                Err(e) => {
+                    let (FederationError::Unavailable(reason) | FederationError::Refused(reason)) = &e;
+                    cache.failure = Some((Instant::now(), reason.clone()));
+                    Err(e)
+                }
+            },
         }
     }
 
