@@ -104,6 +104,13 @@ async fn the_code_is_redeemed_with_the_pkce_verifier_and_basic_authentication() 
 }
 
 #[tokio::test]
+async fn a_code_the_provider_refuses_is_refused() {
+    let idp = MockIdp::start().await;
+    idp.refuse_codes();
+    assert_refused(sign_in(&idp, |_| {}).await);
+}
+
+#[tokio::test]
 async fn a_wrong_nonce_is_refused() {
     let idp = MockIdp::start().await;
     assert_refused(sign_in(&idp, |c| c["nonce"] = json!("another-nonce")).await);

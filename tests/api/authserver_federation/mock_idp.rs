@@ -59,6 +59,8 @@ pub struct Options {
 struct State {
     /// Discovery answers 503 while set.
     down: bool,
+    /// The token endpoint answers `invalid_grant` while set.
+    refuse_codes: bool,
     jwks: Vec<Value>,
     id_token: String,
     token_requests: Vec<(HeaderMap, String)>,
@@ -126,6 +128,11 @@ impl MockIdp {
         self.state.lock().down = down;
     }
 
+    /// Makes the token endpoint refuse every code (`invalid_grant`).
+    pub fn refuse_codes(&self) {
+        self.state.lock().refuse_codes = true;
+    }
+
     /// The headers and form body of every token request so far.
     pub fn token_requests(&self) -> Vec<(HeaderMap, String)> {
         self.state.lock().token_requests.clone()
@@ -178,8 +185,12 @@ async fn discovery(state: Arc<Mutex<State>>, metadata: Value) -> Result<Json<Val
     if state.lock().down { Err(axum::http::StatusCode::SERVICE_UNAVAILABLE) } else { Ok(Json(metadata)) }
 }
 
-async fn token(state: Arc<Mutex<State>>, headers: HeaderMap, body: String) -> Json<Value> {
+async fn token(state: Arc<Mutex<State>>, headers: HeaderMap, body: String) -> (axum::http::StatusCode, Json<Value>) {
     let mut state = state.lock();
     state.token_requests.push((headers, body));
-    Json(json!({"access_token": "provider-access-token", "token_type": "Bearer", "expires_in": 300, "id_token": state.id_token}))
+    if state.refuse_codes {
+        return (axum::http::StatusCode::BAD_REQUEST, Json(json!({"error": "invalid_grant"})));
+    }
+    let answer = json!({"access_token": "provider-access-token", "token_type": "Bearer", "expires_in": 300, "id_token": state.id_token});
+    (axum::http::StatusCode::OK, Json(answer))
 }
