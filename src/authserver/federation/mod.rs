@@ -171,7 +171,8 @@ impl IdentityProvider {
         let send = move |request| provider::send(http.clone(), request);
         request.request_async(&send).await.map_err(|e| match e {
             RequestTokenError::ServerResponse(r) => refused(&format!("the provider refused the code: {}", r.error())),
-            RequestTokenError::Parse(e, _) => refused(&format!("the provider's token response is unusable: {e}")),
+            // Only where it broke: serde's message can quote the response, which holds tokens.
+            RequestTokenError::Parse(e, _) => refused(&format!("the provider's token response is unusable at {}", e.path())),
             RequestTokenError::Request(e) => FederationError::Unavailable(format!("the token endpoint could not be reached: {e}")),
             RequestTokenError::Other(e) => FederationError::Unavailable(format!("the token request failed: {e}")),
         })
