@@ -22,6 +22,7 @@ mod auth_http;
 mod auth_introspection;
 mod auth_jwt;
 mod authserver_clients;
+mod authserver_federation;
 mod bearer_gate;
 mod caps_http;
 mod check_config;

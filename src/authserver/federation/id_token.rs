@@ -64,7 +64,7 @@ pub fn verify(raw: &str, discovered: &Discovered, expected: &Expected<'_>) -> Re
     let verifier = verifier(discovered, expected);
     let claims = token.claims(&verifier, expected.nonce).map_err(|e| match e {
         ClaimsVerificationError::SignatureVerification(SignatureVerificationError::NoMatchingKey) => Failure::UnknownKey,
-        other => Failure::Refused(format!("the ID token failed a check: {other}")),
+        other => Failure::Refused(format!("the ID token failed a check: {}", super::provider::error_chain(&other))),
     })?;
     let claims = serde_json::to_value(claims).map_err(|e| Failure::Refused(format!("the ID token's claims are unusable: {e}")))?;
     check_azp(&claims, expected.client_id)?;

@@ -171,7 +171,8 @@ impl IdentityProvider {
         let send = move |request| provider::send(http.clone(), request);
         request.request_async(&send).await.map_err(|e| match e {
             RequestTokenError::ServerResponse(r) => refused(&format!("the provider refused the code: {}", r.error())),
-            RequestTokenError::Parse(e, _) => refused(&format!("the provider's token response is unusable: {e}")),
+            // Only where it broke: serde's message can quote the response, which holds tokens.
+            RequestTokenError::Parse(e, _) => refused(&format!("the provider's token response is unusable at {}", e.path())),
             RequestTokenError::Request(e) => FederationError::Unavailable(format!("the token endpoint could not be reached: {e}")),
             RequestTokenError::Other(e) => FederationError::Unavailable(format!("the token request failed: {e}")),
         })
@@ -246,4 +247,57 @@ fn failure(failure: Failure) -> FederationError {
 fn refused(reason: &str) -> FederationError {
     tracing::warn!(reason, "identity provider sign-in refused");
     FederationError::Refused(reason.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn provider(preset: Preset, domains: &[&str], extra: &[(&str, &str)]) -> Result<IdentityProvider, String> {
+        let settings = IdentityProviderSettings {
+            preset,
+            issuer: "https://accounts.google.com".into(),
+            client_id: "tg".into(),
+            email_domains: domains.iter().map(|d| (*d).to_owned()).collect(),
+            extra_params: extra.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            ..Default::default()
+        };
+        IdentityProvider::new(settings, Vec::new(), "https://mcp.example.com/oauth/callback".into(), reqwest::Client::new())
+    }
+
+    #[test]
+    fn resource_in_extra_params_is_refused() {
+        assert!(provider(Preset::EntraId, &[], &[("Resource", "api://x")]).is_err());
+    }
+
+    #[test]
+    fn harmless_extra_params_are_accepted() {
+        assert!(provider(Preset::Generic, &[], &[("prompt", "select_account")]).is_ok());
+    }
+
+    #[test]
+    fn google_accepts_a_workspace_account_of_an_allowed_domain() {
+        let google = provider(Preset::Google, &["example.com"], &[]).expect("provider");
+        assert!(google.check_domain(&json!({"hd": "example.com"}), Some("ada@example.com")).is_ok());
+    }
+
+    #[test]
+    fn google_refuses_a_consumer_account_without_hd() {
+        let google = provider(Preset::Google, &["gmail.com"], &[]).expect("provider");
+        assert!(google.check_domain(&json!({}), Some("ada@gmail.com")).is_err());
+    }
+
+    #[test]
+    fn a_verified_email_outside_the_domains_is_refused() {
+        let okta = provider(Preset::Okta, &["example.com"], &[]).expect("provider");
+        assert!(okta.check_domain(&json!({}), Some("ada@example.org")).is_err());
+    }
+
+    #[test]
+    fn no_domains_means_no_domain_check() {
+        let okta = provider(Preset::Okta, &[], &[]).expect("provider");
+        assert!(okta.check_domain(&json!({}), None).is_ok());
+    }
 }

@@ -77,10 +77,10 @@ impl IssuerPolicy {
         }
         let mut accepted = vec![metadata_issuer.to_owned()];
         // Google's older ID tokens carry the issuer without its scheme (spec §4.5).
-        if settings.preset == Preset::Google {
-            if let Some(bare) = metadata_issuer.strip_prefix("https://") {
-                accepted.push(bare.to_owned());
-            }
+        if settings.preset == Preset::Google
+            && let Some(bare) = metadata_issuer.strip_prefix("https://")
+        {
+            accepted.push(bare.to_owned());
         }
         Self::Exact(accepted)
     }

@@ -80,6 +80,11 @@ struct Rfc9207 {
 struct Cache {
     current: Option<Arc<Discovered>>,
     last_forced: Option<Instant>,
+    /// The last failed discovery: callers that were already waiting get its error instead of
+    /// each waiting out another timeout; a later call tries again.
+    failure: Option<(Instant, String)>,
+    /// A stale copy is not refreshed again before this, after a refresh failed.
+    stale_retry_at: Option<Instant>,
 }
 
 /// The cached discovery of one provider.
@@ -97,18 +102,37 @@ impl Discovery {
 
     /// The cached discovery, fetched when there is none or it is stale.
     pub async fn get(&self) -> Result<Arc<Discovered>, FederationError> {
+        let arrived = Instant::now();
         let mut cache = self.cache.lock().await;
-        match &cache.current {
-            Some(current) if current.fetched.elapsed() < MAX_AGE => Ok(current.clone()),
-            Some(stale) => match self.fetch().await {
-                Ok(fresh) => Ok(cache.current.insert(Arc::new(fresh)).clone()),
-                Err(e) => {
-                    tracing::warn!(error = %e, "identity provider metadata refresh failed; using the cached copy");
-                    Ok(stale.clone())
-                }
-            },
-            None => Ok(cache.current.insert(Arc::new(self.fetch().await?)).clone()),
+        if let Some((_, reason)) = cache.failure.as_ref().filter(|(at, _)| *at >= arrived) {
+            return Err(unavailable(reason.clone()));
         }
+        if let Some(current) = &cache.current {
+            let stale = current.fetched.elapsed() >= MAX_AGE && cache.stale_retry_at.is_none_or(|at| Instant::now() >= at);
+            if !stale {
+                return Ok(current.clone());
+            }
+        }
+        match self.fetch().await {
+            Ok(fresh) => {
+                (cache.failure, cache.stale_retry_at) = (None, None);
+                Ok(cache.current.insert(Arc::new(fresh)).clone())
+            }
+            Err(e) => Self::failed(&mut cache, e),
+        }
+    }
+
+    /// After a failed fetch: the stale copy, if any, serves (tried again in a minute, not at
+    /// every sign-in while the provider is down); otherwise the error.
+    fn failed(cache: &mut Cache, e: FederationError) -> Result<Arc<Discovered>, FederationError> {
+        if let Some(stale) = &cache.current {
+            tracing::warn!(error = %e, "identity provider metadata refresh failed; using the cached copy");
+            cache.stale_retry_at = Some(Instant::now() + FORCED_REFETCH_INTERVAL);
+            return Ok(stale.clone());
+        }
+        let (FederationError::Unavailable(reason) | FederationError::Refused(reason)) = &e;
+        cache.failure = Some((Instant::now(), reason.clone()));
+        Err(e)
     }
 
     /// A fresh discovery after `seen` lacked an ID token's key, or `None` when another
