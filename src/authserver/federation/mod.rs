@@ -32,12 +32,7 @@ pub struct IdentityProvider {
 impl IdentityProvider {
     /// `redirect_uri` is `<issuer>/oauth/callback`; discovery happens on first use and is
     /// cached (refreshed when a key is unknown).
-    pub fn new(
-        settings: IdentityProviderSettings,
-        _rules: Vec<ScopeRule>,
-        _redirect_uri: String,
-        _http: reqwest::Client,
-    ) -> Result<Self, String> {
+    pub fn new(settings: IdentityProviderSettings, _rules: Vec<ScopeRule>, _redirect_uri: String, _http: reqwest::Client) -> Result<Self, String> {
         Ok(Self { _settings: settings })
     }
 
