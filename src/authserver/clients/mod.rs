@@ -62,8 +62,8 @@ pub struct Client {
     /// Upper bound of its scopes; empty: none beyond the user's.
     pub scopes: Vec<String>,
     /// `https` to a host that is not a literal private address, or `None`. Never fetched by
-    /// toolgate. Kept for metadata documents (the page shows the document's host beside it)
-    /// and settings clients; never for registered clients, whose name and logo anyone can copy.
+    /// toolgate. Kept for metadata documents only (the page shows the document's host beside
+    /// it); never for registered clients, whose name and logo anyone can copy.
     pub logo_uri: Option<String>,
     pub client_uri: Option<String>,
     /// Whether it gets refresh tokens (registered `refresh_token` in `grant_types`, or any
