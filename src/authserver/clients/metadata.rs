@@ -44,12 +44,12 @@ pub fn strings(object: &Map<String, Value>, field: &str) -> Result<Option<Vec<St
     }
 }
 
-/// A link worth keeping: `https`, printable ASCII, no user info, and a host that is not a
+/// A link worth keeping: `https`, only characters RFC 3986 allows, no user info, and a host that is not a
 /// literal private or local address. Anything else is dropped, not refused: a bad logo is no
 /// reason to turn a client away.
 pub fn link(value: Option<&str>) -> Option<String> {
     let value = value?;
-    if value.len() > LINK_MAX || !value.bytes().all(|b| b.is_ascii_graphic()) {
+    if value.len() > LINK_MAX || !value.bytes().all(super::redirect::uri_byte) {
         return None;
     }
     let url = url::Url::parse(value).ok()?;

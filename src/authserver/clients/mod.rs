@@ -4,11 +4,10 @@
 //!
 //! Files: `redirect` (redirect URI rules), `metadata` (fields every kind shares),
 //! `metadata_document` (document URLs and contents), `fetch` (fetching and caching
-//! documents), `registration` (RFC 7591), `db` (the `oauth_clients` table).
+//! documents), `registration` (RFC 7591), `secret` (secret hashes), `db` (the
+//! `oauth_clients` table).
 //!
-//! Secrets are kept only as their SHA-256 and compared in constant time. A registered
-//! client's secret is 256 random bits, so a fast hash is enough; a configured one is the
-//! operator's choice and never leaves memory.
+//! Secrets are kept only as their SHA-256 (`secret`).
 
 mod db;
 mod fetch;
@@ -16,12 +15,15 @@ mod metadata;
 mod metadata_document;
 pub mod redirect;
 mod registration;
+mod secret;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+pub use secret::SecretHash;
 
 use crate::config::authserver::{AuthServerSettings, ClientSettings};
 use crate::store::Store;
@@ -47,43 +49,6 @@ pub enum AuthMethod {
     ClientSecretPost,
 }
 
-/// The SHA-256 of a client secret. Its `Debug` hides it: a configured secret may be a weak
-/// password, and a hash in a log could be guessed back.
-#[derive(Clone, PartialEq, Eq)]
-pub struct SecretHash([u8; 32]);
-
-impl SecretHash {
-    pub fn of(secret: &str) -> Self {
-        Self(Sha256::digest(secret.as_bytes()).into())
-    }
-
-    /// Lower-case hex, as stored.
-    pub fn to_hex(&self) -> String {
-        hex(&self.0)
-    }
-
-    pub fn from_hex(text: &str) -> Option<Self> {
-        let bytes: Vec<u8> = (0..text.len()).step_by(2).map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok()).collect::<Option<_>>()?;
-        bytes.try_into().ok().map(Self)
-    }
-
-    /// Equality in time independent of where the two differ.
-    pub fn matches(&self, other: &SecretHash) -> bool {
-        let diff = self.0.iter().zip(other.0.iter()).fold(0u8, |acc, (a, b)| acc | (a ^ b));
-        std::hint::black_box(diff) == 0
-    }
-}
-
-impl std::fmt::Debug for SecretHash {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SecretHash(<redacted>)")
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// A client, resolved.
 #[derive(Clone, Debug)]
 pub struct Client {
@@ -97,8 +62,8 @@ pub struct Client {
     /// Upper bound of its scopes; empty: none beyond the user's.
     pub scopes: Vec<String>,
     /// `https` to a host that is not a literal private address, or `None`. Never fetched by
-    /// toolgate. Kept for metadata documents (the page shows the document's host beside it)
-    /// and settings clients; never for registered clients, whose name and logo anyone can copy.
+    /// toolgate. Kept for metadata documents only (the page shows the document's host beside
+    /// it); never for registered clients, whose name and logo anyone can copy.
     pub logo_uri: Option<String>,
     pub client_uri: Option<String>,
     /// Whether it gets refresh tokens (registered `refresh_token` in `grant_types`, or any
@@ -115,6 +80,12 @@ impl Client {
     /// `http` URI (RFC 8252 §7.3).
     pub fn redirect_allowed(&self, requested: &str) -> bool {
         self.redirect_uris.iter().any(|registered| redirect::matches(registered, requested))
+    }
+
+    /// Whether every redirect URI is loopback `http`: any local process could then receive
+    /// the code, so the consent page warns (CLR-15).
+    pub fn only_loopback_redirects(&self) -> bool {
+        self.redirect_uris.iter().all(|uri| redirect::is_loopback(uri))
     }
 
     /// Checks a presented secret (constant time); false for public clients.
@@ -141,7 +112,7 @@ impl Client {
         let mut uris: Vec<&str> = self.redirect_uris.iter().map(String::as_str).collect();
         uris.sort_unstable();
         let covered = serde_json::json!([self.kind, self.name, uris, self.logo_uri]);
-        hex(&Sha256::digest(covered.to_string().as_bytes()))
+        secret::hex(&Sha256::digest(covered.to_string().as_bytes()))
     }
 }
 
@@ -215,7 +186,7 @@ impl Clients {
             tracing::error!(%error, "authorization server: could not store a client registration");
             RegistrationError { error: "server_error", description: "the registration could not be stored".into() }
         })?;
-        tracing::info!(client_id = %issued.client_id, client_name = %crate::untrusted::text::escaped(&issued.name(), 200), "authorization server: registered a client");
+        tracing::info!(client_id = %issued.client_id, client_name = %crate::untrusted::text::escaped(issued.name(), 200), "authorization server: registered a client");
         Ok(issued.response(now))
     }
 
@@ -308,13 +279,5 @@ mod tests {
         assert_eq!(configured_client(&two, &[]).expect("valid").fingerprint, first);
         two.redirect_uris.push("https://b.example/cb".into());
         assert_ne!(configured_client(&two, &[]).expect("valid").fingerprint, first);
-    }
-
-    #[test]
-    fn a_secret_hash_reads_back_from_hex_and_hides_in_debug() {
-        let hash = SecretHash::of("x");
-        assert_eq!(SecretHash::from_hex(&hash.to_hex()), Some(hash.clone()));
-        assert_eq!(SecretHash::from_hex("abc"), None);
-        assert!(!format!("{hash:?}").contains(&hash.to_hex()));
     }
 }

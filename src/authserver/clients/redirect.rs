@@ -33,8 +33,11 @@ pub fn check(uri: &str, schemes: &[String]) -> Result<RedirectKind, String> {
     if uri.len() > MAX_LEN {
         return Err(format!("a redirect URI is longer than {MAX_LEN} bytes"));
     }
-    if !uri.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err("a redirect URI may hold printable ASCII only (no spaces or control characters)".into());
+    if !uri.bytes().all(uri_byte) {
+        return Err(
+            "a redirect URI may hold only the characters RFC 3986 allows (percent-encode the rest; no spaces, backslashes or quotes)"
+                .into(),
+        );
     }
     if uri.contains('#') {
         return Err(format!("{uri} has a fragment, which a redirect URI must not have"));
@@ -79,9 +82,21 @@ pub fn matches(registered: &str, requested: &str) -> bool {
     reg_host == req_host && reg[reg_authority.len()..] == req[req_authority.len()..]
 }
 
+/// Whether `uri` is an `http` redirect to a loopback host (any port).
+pub fn is_loopback(uri: &str) -> bool {
+    uri.strip_prefix("http://").is_some_and(|rest| loopback_host(authority(rest)).is_some())
+}
+
 /// Whether every one of `uris` is a loopback or app-scheme redirect (a native client's).
 pub fn all_native(uris: &[String], schemes: &[String]) -> bool {
     uris.iter().all(|u| matches!(check(u, schemes), Ok(RedirectKind::Loopback | RedirectKind::AppScheme)))
+}
+
+/// A byte RFC 3986 allows in a URI (unreserved, reserved, `%`). Anything else (a backslash,
+/// a quote, `<`) is read differently by different parsers, or breaks out of where a page
+/// shows the URI.
+pub(super) fn uri_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~:/?#[]@!$&'()*+,;=%".contains(&b)
 }
 
 /// The authority of `rest` (what follows `scheme://`): up to the first `/`, `?` or `#`.
@@ -164,11 +179,24 @@ mod tests {
     }
 
     #[test]
+    fn backslashes_quotes_and_angle_brackets_are_refused() {
+        for uri in ["https://good.example\\.evil.example/cb", "https://a.example/c\"b", "https://a.example/<cb>", "https://a.example/c`b"] {
+            assert!(refused(uri), "{uri}");
+        }
+    }
+
+    #[test]
     fn an_app_scheme_is_accepted_only_when_its_scheme_and_host_are_listed() {
         assert_eq!(check("cursor://anysphere.cursor-mcp/oauth/callback", &schemes()), Ok(RedirectKind::AppScheme));
         assert!(refused("cursor://anysphere.cursor-mcp.evil/oauth/callback"));
         assert!(refused("cursor://other/oauth/callback"));
         assert!(refused("claude://claude.ai/cb"));
+    }
+
+    #[test]
+    fn loopback_is_http_on_a_loopback_host_only() {
+        assert!(is_loopback("http://localhost:8080/cb") && is_loopback("http://[::1]/cb"));
+        assert!(!is_loopback("https://127.0.0.1/cb") && !is_loopback("http://127.0.0.1.evil.com/cb"));
     }
 
     #[test]
