@@ -101,7 +101,12 @@ pub async fn register(State(app): State<SignIn>, request: Request) -> Response {
     match app.server.clients().register(&body, bearer.as_deref()).await {
         Ok(registered) => json_response(StatusCode::CREATED, &registered),
         Err(e) => {
-            let status = if e.error == "invalid_token" { StatusCode::UNAUTHORIZED } else { StatusCode::BAD_REQUEST };
+            let status = match e.error {
+                "invalid_token" => StatusCode::UNAUTHORIZED,
+                "access_denied" => StatusCode::FORBIDDEN,
+                "server_error" => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::BAD_REQUEST,
+            };
             json_response(status, &json!({"error": e.error, "error_description": e.description}))
         }
     }

@@ -269,7 +269,10 @@ impl AuthServerSettings {
         if self.registration.mode == RegistrationMode::Token
             && self.registration.initial_access_token.as_ref().is_none_or(|t| t.expose().len() < 16)
         {
-            return fail("registration.initial_access_token", "is required (at least 16 characters) with registration.mode = \"token\"".into());
+            return fail(
+                "registration.initial_access_token",
+                "is required (at least 16 characters) with registration.mode = \"token\"".into(),
+            );
         }
         if self.registration.per_hour == 0 || self.registration.max_redirect_uris == 0 {
             return fail("registration", "per_hour and max_redirect_uris must be at least 1".into());
@@ -285,7 +288,8 @@ impl AuthServerSettings {
             if client.client_id.is_empty() || client.client_id.starts_with("https://") || client.redirect_uris.is_empty() {
                 return fail(
                     &format!("clients[{i}]"),
-                    "needs a client_id that does not start with https:// (that form is a metadata document) and at least one redirect URI".into(),
+                    "needs a client_id that does not start with https:// (that form is a metadata document) and at least one redirect URI"
+                        .into(),
                 );
             }
         }
