@@ -133,7 +133,7 @@ declare -A RUN_PORT RUN_IDP RUN_DIR
 RUN_TG="" # the run whose toolgate launch_toolgate starts
 launch_toolgate() { # port (called by start_toolgate)
   TOOLGATE__SERVER__BIND="127.0.0.1:$1" TOOLGATE__ADMIN__BIND="127.0.0.1:0" TOOLGATE__LOG__FORMAT=json \
-    TOOLGATE__STORAGE__DATA_DIR="${RUN_DIR[$RUN_TG]}/data" \
+    TOOLGATE__SERVER__DRAIN_DELAY_MS=100 TOOLGATE__STORAGE__DATA_DIR="${RUN_DIR[$RUN_TG]}/data" \
     exec "$TOOLGATE_BIN" serve --config "${RUN_DIR[$RUN_TG]}/toolgate.toml"
 }
 
@@ -153,6 +153,11 @@ start_run() { # run reject-resource(0|1) scope-rule-toml
 mode = "jwt"
 resource = "http://127.0.0.1:$port/mcp"
 required_scopes = ["mcp:tools"]
+
+# Every client polls with its expired token until it is refused: failures from one address.
+[limits]
+auth_failures_per_minute = 6000
+auth_failure_burst = 1000
 
 [authorization_server]
 enabled = true

@@ -350,10 +350,12 @@ async def run(args: argparse.Namespace) -> None:
                 async def expiry() -> str:
                     deadline = time.time() + args.expiry_max
                     exp = state["claims"]["exp"]
+                    await anyio.sleep(max(0.0, exp + 1 - time.time()))  # nothing to ask before exp
                     while True:
                         status, _ = await post_ping(url, state["first"].access_token)
                         if status == 401:
                             return f"refused {round(time.time() - exp)} s after exp"
+                        check(status == 200, f"HTTP {status} for the token {round(time.time() - exp)} s after exp, wanted 200 (leeway) or 401")
                         check(time.time() < deadline, f"still accepted (HTTP {status}) {round(time.time() - exp)} s after exp")
                         await anyio.sleep(2)
 

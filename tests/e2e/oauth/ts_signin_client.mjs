@@ -314,6 +314,8 @@ await step('tools/list and calculate_sum = 5', async () => {
 
 await step('the access token is refused once expired', async () => {
   const deadline = Date.now() + Number(args['expiry-max']) * 1000;
+  // Nothing to ask before exp; then every 2 s until toolgate's leeway is over.
+  await new Promise((r) => setTimeout(r, Math.max(0, (claims.exp + 1) * 1000 - Date.now())));
   for (;;) {
     const res = await fetch(MCP_URL, {
       method: 'POST',
@@ -322,6 +324,7 @@ await step('the access token is refused once expired', async () => {
     });
     await res.body?.cancel();
     if (res.status === 401) return `refused ${Math.round(Date.now() / 1000 - claims.exp)} s after exp`;
+    check(res.status === 200, `HTTP ${res.status} for the token ${Math.round(Date.now() / 1000 - claims.exp)} s after exp, wanted 200 (leeway) or 401`);
     check(Date.now() < deadline, `still accepted (HTTP ${res.status}) ${Math.round(Date.now() / 1000 - claims.exp)} s after exp`);
     await new Promise((r) => setTimeout(r, 2000));
   }
