@@ -208,7 +208,7 @@ CLIENT_ARGS=(--browser "$BROWSER_URL" --timeout "$((CLIENT_TIMEOUT - 10))" --exp
 run_clients() { # run python-venv
   local run="$1" py="$HARNESS_DIR/$2/bin/python" v="${2#py-mcp}" port="${RUN_PORT[$1]}"
   local common=(--url "http://127.0.0.1:$port/mcp" --issuer "http://127.0.0.1:$port" --idp-issuer "${RUN_IDP[$run]}" "${CLIENT_ARGS[@]}")
-  client_start "$run-ts-dcr" "$NODE" "$E2E/oauth/ts_signin_client.mjs" "${common[@]}" --registration dcr --label "$run/ts-dcr"
+  client_start "$run-ts-dcr" "$NODE" "$E2E/oauth/ts_signin_client.mjs" "${common[@]}" --registration dcr --label "$run/ts-dcr" --again
   client_start "$run-ts-cimd" "$NODE" "$E2E/oauth/ts_signin_client.mjs" "${common[@]}" --registration cimd \
     --client-metadata-url "$CIMD_URL/clients/ts-cimd.json" --label "$run/ts-cimd"
   client_start "$run-py$v-dcr" "$py" "$E2E/oauth/py_signin_client.py" "${common[@]}" --registration dcr --label "$run/py$v-dcr"

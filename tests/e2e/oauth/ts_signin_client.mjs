@@ -29,6 +29,9 @@
 //   expiry         the access token is refused (401) once it has expired (polled every 2 s)
 //   refresh        the next calculate_sum: the SDK gets 401, refreshes (grant refresh_token, no
 //                  new sign-in), gets a new access token and a rotated refresh token, and "5"
+//   --again        then the client forgets its tokens and signs the user in once more: toolgate
+//                  remembers the consent (same user, client and scopes), so its consent page is
+//                  skipped; a new grant, "5"
 import { createPublicKey, verify } from 'node:crypto';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
@@ -47,6 +50,7 @@ const { values: args } = parseArgs({
     label: { type: 'string' },
     login: { type: 'string', default: 'alice' },
     'expiry-max': { type: 'string', default: '120' },
+    again: { type: 'boolean', default: false },
     timeout: { type: 'string', default: '150' },
   },
 });
@@ -348,6 +352,32 @@ await step('refresh: 401 -> refresh_token grant -> new tokens -> calculate_sum =
   check(p.sub === claims.sub && p.client_id === claims.client_id && p.exp > Date.now() / 1000, `the new token: sub ${p.sub}, client_id ${p.client_id}, exp ${p.exp}`);
   return `${trace.slice(from).filter((e) => e.grant === 'refresh_token').length} refresh`;
 });
+
+if (args.again) {
+  await step("a second sign-in: toolgate's consent is remembered (no consent page)", async () => {
+    provider.savedTokens.push(undefined);
+    const again = newTransport();
+    let error;
+    try {
+      await newClient().connect(again);
+    } catch (e) {
+      error = e;
+    }
+    check(error instanceof UnauthorizedError, `the connect without tokens should stop for the sign-in, got ${error ? error.message : 'a session'}`);
+    check(provider.signins.length === 2, `${provider.signins.length} sign-ins, wanted 2`);
+    const { browser, params } = provider.signins[1];
+    check(browser.ok && params?.code, `the second sign-in failed: ${browser.error ?? JSON.stringify(params)}`);
+    check(!browser.steps.includes('consent'), `toolgate asked for consent again (steps: ${browser.steps.join(', ')})`);
+    check(params.iss === ISSUER && params.state === provider._state, `iss ${params.iss}, state ${params.state}`);
+    await again.finishAuth(params.code);
+    const second = newClient();
+    await second.connect(newTransport());
+    const res = await second.callTool({ name: 'calculate_sum', arguments: { a: 2, b: 3 } });
+    check(res.content?.find((c) => c.type === 'text')?.text === '5', `calculate_sum answered ${JSON.stringify(res)}`);
+    await second.close().catch(() => {});
+    return browser.steps.join(' -> ');
+  });
+}
 
 await client.close().catch(() => {});
 log(`done (typescript-sdk ${sdkVersion})`);
