@@ -289,8 +289,13 @@ out="$(psql -qAt "$PGURL" -c "SELECT
 rc=0
 [[ "$out" =~ ^([0-9]+)\ grants,\ 0\ revoked,\ ([0-9]+)\ refreshed$ ]] && [ "${BASH_REMATCH[1]}" -ge 2 ] && [ "${BASH_REMATCH[2]}" -ge 2 ] || rc=1
 record "the shared database: a grant per sign-in, each refreshed, none revoked — $out" "$rc"
-audit="$(psql -qAt "$PGURL" -c "SELECT string_agg(replica_id || ':' || kind || '=' || n, ' ' ORDER BY replica_id, kind) FROM (SELECT replica_id, kind, count(*) n FROM audit_log WHERE kind NOT IN ('tool_call') GROUP BY 1, 2) t" 2>&1 || true)"
-log "audit log (replica:kind=count): $audit"
+events="$(psql -qAt "$PGURL" -c "SELECT substr(detail, 1, strpos(detail, ':') - 1) || ':' || outcome || '=' || count(*)
+    FROM audit_log WHERE kind = 'oauth' GROUP BY 1 ORDER BY 1" 2>&1 | tr '\n' ' ')"
+audit_verdict nginx "$events" 2 2
+replicas="$(psql -qAt "$PGURL" -c "SELECT string_agg(DISTINCT replica_id, ' ') FROM audit_log WHERE kind = 'oauth'" 2>&1 || true)"
+rc=0
+[ "$(wc -w <<<"$replicas")" -ge 2 ] || rc=1
+record "the authorization server's audit records come from several replicas: $replicas" "$rc"
 alive=0
 for ((i = 0; i < REPLICAS; i++)); do kill -0 "${PIDS[$i]}" 2>/dev/null && healthy "${RPORTS[$i]}" && alive=$((alive + 1)); done
 rc=0

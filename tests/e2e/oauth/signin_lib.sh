@@ -151,3 +151,23 @@ EOF
 )" || rc=$?
   record "$label: the identity provider saw toolgate's client only: PKCE S256, nonce, no resource; codes redeemed with its secret — $out" "$rc"
 }
+
+# The authorization server's audit records, as "event:outcome=count ..." (kind oauth; the detail
+# starts with the event): at least SIGN-INS sign-ins, consents and codes redeemed, at least
+# REFRESHES refreshes, and no refusal of any kind in these happy paths.
+audit_verdict() { # label events sign-ins refreshes
+  local rc=0
+  python3 - "$2" "$3" "$4" <<'EOF' || rc=$?
+import sys
+counts = {}
+for item in sys.argv[1].split():
+    key, _, n = item.rpartition("=")
+    counts[key] = int(n) if n.isdigit() else 0
+signins, refreshes = int(sys.argv[2]), int(sys.argv[3])
+want = {"sign_in:ok": signins, "consent:ok": signins, "token:ok": signins, "refresh:ok": refreshes}
+short = [k for k, n in want.items() if counts.get(k, 0) < n]
+refused = [k for k in counts if not k.endswith(":ok")]
+sys.exit(1 if short or refused else 0)
+EOF
+  record "$1: audit log: every sign-in, consent, code redeemed and refresh recorded, nothing refused — ${2:-no records}" "$rc"
+}
