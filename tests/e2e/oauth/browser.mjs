@@ -77,6 +77,8 @@ async function signin({ authorizationUrl, redirectUri, login = 'alice', password
   const page = await context.newPage();
   page.setDefaultTimeout(Math.min(15_000, timeoutMs));
   const documents = new Map(); // URL without query -> the last document response's headers
+  const consoleErrors = []; // CSP violations and other page errors, for the failure message
+  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text().slice(0, 300)); });
   let authorizeOrigin;
   try {
     authorizeOrigin = new URL(authorizationUrl).origin;
@@ -127,6 +129,9 @@ async function signin({ authorizationUrl, redirectUri, login = 'alice', password
           await page.locator('input[name=prompt][value=consent]').waitFor({ state: 'detached' });
           acted = true;
         } else if (await page.locator('#approve').count()) {
+          if (out.steps.includes('consent')) {
+            throw new Error(`toolgate's consent page is still there after ${decision}${consoleErrors.length ? `; the page said: ${consoleErrors.join(' / ')}` : ''}`);
+          }
           out.steps.push('consent');
           const u = new URL(page.url());
           const headers = documents.get(`${u.origin}${u.pathname}`) ?? {};
@@ -140,7 +145,7 @@ async function signin({ authorizationUrl, redirectUri, login = 'alice', password
           };
           const button = decision === 'deny' ? '#deny' : '#approve';
           await page.click(button);
-          await page.locator(button).waitFor({ state: 'detached' });
+          await page.locator(button).waitFor({ state: 'detached', timeout: 10_000 }).catch(() => {});
           acted = true;
         }
       } catch (e) {
@@ -157,7 +162,7 @@ async function signin({ authorizationUrl, redirectUri, login = 'alice', password
       // Loaded, and nothing the user could do for 3 s: an error page (or a page of a new shape).
       if (idle >= 3000 && await page.evaluate(() => document.readyState).catch(() => '') === 'complete') {
         const text = (await page.locator('body').innerText().catch(() => '')).replace(/\s+/g, ' ').trim().slice(0, 600);
-        throw new Error(`stuck at ${masked(page.url())} (nothing to click): "${text}"`);
+        throw new Error(`stuck at ${masked(page.url())} (nothing to click): "${text}"${consoleErrors.length ? `; the page said: ${consoleErrors.join(' / ')}` : ''}`);
       }
     }
   } catch (e) {
