@@ -14,7 +14,8 @@
 #      (tests/e2e/oauth/ts_signin_client.mjs) and Python SDK 1.x (tests/e2e/oauth/py_signin_client.py)
 #   b  the provider refuses `resource` (invalid_target, as Entra ID does); toolgate grants mcp:tools
 #      to every signed-in user; clients: TypeScript SDK and Python SDK 2.x
-# and in each, every client twice: once registering dynamically (RFC 7591), once with a Client ID
+# and in each, every client twice: once registering dynamically (RFC 7591; the TypeScript one then
+# signs in a second time, and toolgate's consent page must not show: remembered), once with a Client ID
 # Metadata Document served over https on loopback (tests/e2e/oauth/cimd_server.mjs, with a CA and a
 # certificate made here with openssl; toolgate trusts the CA through metadata_documents.ca_file and
 # may fetch from 127.0.0.1:<port> through metadata_documents.private_hosts). What each client checks
