@@ -320,7 +320,7 @@ async def run(args: argparse.Namespace) -> None:
                     async with httpx.AsyncClient(timeout=30) as plain:
                         jwks = (await plain.get(meta["jwks_uri"])).json()
                     header = jwt.get_unverified_header(t.access_token)
-                    check(header.get("alg") == "ES256", f"alg {header.get('alg')}, wanted ES256")
+                    check(header.get("alg") == "ES256" and header.get("typ") == "at+jwt", f"alg {header.get('alg')} typ {header.get('typ')}, wanted ES256 at+jwt (RFC 9068)")
                     key = next((k for k in jwks.get("keys", []) if k.get("kid") == header.get("kid")), None)
                     check(key, f"kid {header.get('kid')} is not in {meta['jwks_uri']}")
                     claims = jwt.decode(t.access_token, jwt.PyJWK(key).key, algorithms=["ES256"], audience=url, issuer=issuer)

@@ -291,7 +291,7 @@ await step('token: code redeemed for an ES256 JWT of toolgate (JWKS), a refresh 
   check(s, 'the access token is not a JWS');
   const header = JSON.parse(Buffer.from(h, 'base64url'));
   claims = JSON.parse(Buffer.from(p, 'base64url'));
-  check(header.alg === 'ES256', `alg ${header.alg}, wanted ES256`);
+  check(header.alg === 'ES256' && header.typ === 'at+jwt', `alg ${header.alg} typ ${header.typ}, wanted ES256 at+jwt (RFC 9068)`);
   const jwks = await (await fetch(asMetadata.jwks_uri)).json();
   const jwk = jwks.keys?.find((k) => k.kid === header.kid);
   check(jwk, `kid ${header.kid} is not in ${asMetadata.jwks_uri}`);
