@@ -402,10 +402,13 @@ def main() -> int:
         with anyio.fail_after(args.timeout):
             await run(args)
 
+    def leaves(e: BaseException) -> list[BaseException]:
+        return [x for sub in e.exceptions for x in leaves(sub)] if isinstance(e, BaseExceptionGroup) else [e]
+
     def stops_only(e: BaseException) -> bool:
-        if isinstance(e, BaseExceptionGroup):
-            return all(stops_only(x) for x in e.exceptions)
-        return isinstance(e, Stop)
+        # A failed step (already reported), and the SDK's tasks cancelled because of it.
+        found = leaves(e)
+        return any(isinstance(x, Stop) for x in found) and all(isinstance(x, (Stop, anyio.get_cancelled_exc_class())) for x in found)
 
     try:
         anyio.run(bounded)
