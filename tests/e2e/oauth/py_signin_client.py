@@ -210,12 +210,14 @@ class User:
         return p.get("code", ""), p.get("state")
 
 
-async def post_ping(url: str, token: str | None) -> tuple[int, str]:
+async def post_initialize(url: str, token: str | None) -> tuple[int, str]:
     headers = {"accept": "application/json, text/event-stream"}
     if token:
         headers["authorization"] = f"Bearer {token}"
     async with httpx.AsyncClient(timeout=30) as plain:
-        res = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers)
+        # initialize: a request any MCP server answers 200 to when the token is accepted
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "expiry-probe", "version": "1"}}
+        res = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}, headers=headers)
         return res.status_code, res.headers.get("www-authenticate", "")
 
 
@@ -226,7 +228,7 @@ async def run(args: argparse.Namespace) -> None:
     state: dict[str, Any] = {}
 
     async def discovery() -> str:
-        status, www = await post_ping(url, None)
+        status, www = await post_initialize(url, None)
         check(status == 401, f"POST {url} without a token answered {status}, wanted 401")
         check('resource_metadata="' in www, f"no resource_metadata in the challenge: {www}")
         prm_url = www.split('resource_metadata="', 1)[1].split('"', 1)[0]
@@ -352,10 +354,10 @@ async def run(args: argparse.Namespace) -> None:
                     exp = state["claims"]["exp"]
                     await anyio.sleep(max(0.0, exp + 1 - time.time()))  # nothing to ask before exp
                     while True:
-                        status, _ = await post_ping(url, state["first"].access_token)
+                        status, _ = await post_initialize(url, state["first"].access_token)
                         if status == 401:
                             return f"refused {round(time.time() - exp)} s after exp"
-                        check(status == 200, f"HTTP {status} for the token {round(time.time() - exp)} s after exp, wanted 200 (leeway) or 401")
+                        check(status == 200, f"HTTP {status} for initialize with the token {round(time.time() - exp)} s after exp, wanted 200 (leeway) or 401")
                         check(time.time() < deadline, f"still accepted (HTTP {status}) {round(time.time() - exp)} s after exp")
                         await anyio.sleep(2)
 

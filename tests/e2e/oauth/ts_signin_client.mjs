@@ -120,7 +120,9 @@ function expectSequence(steps, from = 0) {
   }
   return at;
 }
-const sameOrigin = (u, o) => new URL(u).origin === new URL(o).origin;
+/** A request any MCP server answers 200 to, when the token is accepted. */
+const INITIALIZE = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize',
+  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'expiry-probe', version: '1' } } });
 
 // ---- the loopback redirect listener (RFC 8252) -----------------------------------------------
 let arrived;
@@ -324,11 +326,11 @@ await step('the access token is refused once expired', async () => {
     const res = await fetch(MCP_URL, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${firstTokens.access_token}` },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+      body: INITIALIZE,
     });
     await res.body?.cancel();
     if (res.status === 401) return `refused ${Math.round(Date.now() / 1000 - claims.exp)} s after exp`;
-    check(res.status === 200, `HTTP ${res.status} for the token ${Math.round(Date.now() / 1000 - claims.exp)} s after exp, wanted 200 (leeway) or 401`);
+    check(res.status === 200, `HTTP ${res.status} for initialize with the token ${Math.round(Date.now() / 1000 - claims.exp)} s after exp, wanted 200 (leeway) or 401`);
     check(Date.now() < deadline, `still accepted (HTTP ${res.status}) ${Math.round(Date.now() / 1000 - claims.exp)} s after exp`);
     await new Promise((r) => setTimeout(r, 2000));
   }
