@@ -289,8 +289,9 @@ out="$(psql -qAt "$PGURL" -c "SELECT
 rc=0
 [[ "$out" =~ ^([0-9]+)\ grants,\ 0\ revoked,\ ([0-9]+)\ refreshed$ ]] && [ "${BASH_REMATCH[1]}" -ge 2 ] && [ "${BASH_REMATCH[2]}" -ge 2 ] || rc=1
 record "the shared database: a grant per sign-in, each refreshed, none revoked — $out" "$rc"
-events="$(psql -qAt "$PGURL" -c "SELECT substr(detail, 1, strpos(detail, ':') - 1) || ':' || outcome || '=' || count(*)
-    FROM audit_log WHERE kind = 'oauth' GROUP BY 1 ORDER BY 1" 2>&1 | tr '\n' ' ')"
+events="$(psql -qAt "$PGURL" -c "SELECT e || ':' || outcome || '=' || count(*) FROM
+    (SELECT substr(detail, 1, strpos(detail, ':') - 1) AS e, outcome FROM audit_log WHERE kind = 'oauth') t
+    GROUP BY e, outcome ORDER BY e, outcome" 2>&1 | tr '\n' ' ' || true)"
 audit_verdict nginx "$events" 2 2
 replicas="$(psql -qAt "$PGURL" -c "SELECT string_agg(DISTINCT replica_id, ' ') FROM audit_log WHERE kind = 'oauth'" 2>&1 || true)"
 rc=0

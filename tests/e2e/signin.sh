@@ -56,7 +56,13 @@ log() { printf '[e2e signin] %s\n' "$*" >&2; }
 server_pid=""
 TOOLGATE_PIDS=()
 cleanup() {
-  local pid
+  local rc=$? pid
+  # A command that failed under set -e ends the script here: say so, with the logs.
+  if [ -z "${FINISHED:-}" ] && [ "$rc" != 0 ] && [ "$rc" != 130 ]; then
+    FINISHED=1
+    record "signin.sh ran to its end (it stopped with status $rc at line ${BASH_LINENO[0]:-?})" 1
+    finish || true
+  fi
   for pid in "${TOOLGATE_PIDS[@]}"; do stop_pid "$pid"; done
   TOOLGATE_PIDS=()
   signin_cleanup
@@ -74,6 +80,7 @@ dump_logs() {
   done
 }
 finish() {
+  FINISHED=1
   log "took $((SECONDS - started)) s; logs in $LOGS"
   [ "$failed" = 0 ] || dump_logs
   summary signin
@@ -240,8 +247,9 @@ db_checks() { # run
   record "$run: toolgate's database: a grant per sign-in, each refreshed, none revoked — $out" "$rc"
   # The authorization server's audit records (kind oauth; the detail starts with the event).
   local events
-  events="$(sqlite3 -readonly "$db" "SELECT substr(detail, 1, instr(detail, ':') - 1) || ':' || outcome || '=' || count(*)
-      FROM audit_log WHERE kind = 'oauth' GROUP BY 1 ORDER BY 1" 2>&1 | tr '\n' ' ')"
+  events="$(sqlite3 -readonly "$db" "SELECT e || ':' || outcome || '=' || count(*) FROM
+      (SELECT substr(detail, 1, instr(detail, ':') - 1) AS e, outcome FROM audit_log WHERE kind = 'oauth')
+      GROUP BY e, outcome ORDER BY e, outcome" 2>&1 | tr '\n' ' ' || true)"
   audit_verdict "$run" "$events" 5 4
 }
 for run in a b; do
