@@ -98,6 +98,11 @@ cleanup() {
   local rc=$? i
   set +e
   trap - EXIT INT TERM
+  # A command that failed under set -e ends the script here: say so, with the logs.
+  if [ -z "${FINISHED:-}" ] && [ "$rc" != 0 ] && [ "$rc" != 130 ] && [ "$rc" != 2 ]; then
+    record "signin.sh ran to its end (it stopped with status $rc)" 1
+    finish
+  fi
   for i in "${!PIDS[@]}"; do [ -n "${PIDS[$i]}" ] && kill "${PIDS[$i]}" 2>/dev/null; done
   for i in "${!PIDS[@]}"; do stop_pid "${PIDS[$i]}"; done
   stop_pid "$NGINX_PID"
@@ -117,6 +122,7 @@ dump_logs() {
   done
 }
 finish() {
+  FINISHED=1
   log "took $((SECONDS - started)) s; logs in $LOGS"
   [ "$failed" = 0 ] || dump_logs
   summary "cluster signin"
