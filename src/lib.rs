@@ -11,6 +11,7 @@ pub mod app;
 pub mod audit;
 pub mod auth;
 pub mod authserver;
+pub mod authserver_http;
 pub mod bus;
 pub mod caller;
 pub mod catalog;

@@ -66,6 +66,13 @@ enum Command {
         #[arg(long, default_value_t = 3600)]
         ttl_secs: u64,
     },
+    /// Write a new signing key for the built-in authorization server
+    /// (`authorization_server.signing_key_files`): EC P-256, PKCS#8 PEM, mode 0600.
+    Keygen {
+        /// The file to create; an existing file is never overwritten.
+        #[arg(long, value_name = "FILE")]
+        out: std::path::PathBuf,
+    },
     /// Check a settings file and print the effective settings.
     CheckConfig {
         #[command(flatten)]
@@ -206,6 +213,20 @@ async fn run(command: Command) -> anyhow::Result<()> {
             let _ = writeln!(std::io::stdout(), "{token}");
             Ok(())
         }
+        Command::Keygen { out } => {
+            let pem = toolgate::authserver::keys::generate_pem().map_err(anyhow::Error::msg)?;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut file = options
+                .open(&out)
+                .map_err(|e| anyhow::anyhow!("cannot create {} ({e}); an existing key is never overwritten", out.display()))?;
+            use std::io::Write as _;
+            file.write_all(pem.as_bytes())?;
+            let _ = writeln!(std::io::stdout(), "wrote a new signing key to {}", out.display());
+            Ok(())
+        }
         Command::Migrate { config } => {
             let settings = config.load()?;
             let store = toolgate::store::Store::connect(&settings.storage).await?;
@@ -233,7 +254,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Healthcheck { config } => {
             let settings = config.load()?;
-            healthcheck(settings.server.bind).await
+            healthcheck(&settings.server).await
         }
         Command::Serve { config, bind } => {
             let mut settings = config.load()?;
@@ -282,24 +303,37 @@ async fn audit_command(settings: &Settings, store: &toolgate::store::Store, comm
 }
 
 /// A minimal HTTP/1.1 GET of /healthz. Hand-written on purpose: the binary has no HTTP client
-/// dependency, and this is one request to our own loopback listener.
-async fn healthcheck(bind: std::net::SocketAddr) -> anyhow::Result<()> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut addr = bind;
+/// dependency, and this is one request to our own loopback listener (over TLS when it
+/// terminates TLS; with client certificates required, the completed handshake is the answer,
+/// since the probe has no certificate to present).
+async fn healthcheck(server: &toolgate::config::ServerSettings) -> anyhow::Result<()> {
+    let mut addr = server.bind;
     if addr.ip().is_unspecified() {
         addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
     }
     let probe = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await?;
-        let mut head = vec![0u8; 64];
-        let n = stream.read(&mut head).await?;
-        Ok::<_, std::io::Error>(String::from_utf8_lossy(&head[..n]).into_owned())
+        if !server.tls.enabled() {
+            return get_healthz(tokio::net::TcpStream::connect(addr).await?).await;
+        }
+        let stream = toolgate::transport::tls::probe::connect(addr).await?;
+        if server.tls.client_ca_file.is_some() {
+            return Ok("HTTP/1.1 200 (TLS handshake completed)".to_owned());
+        }
+        get_healthz(stream).await
     };
     let head = tokio::time::timeout(std::time::Duration::from_secs(3), probe)
         .await
         .map_err(|_| anyhow::anyhow!("no answer from {addr} within 3 s"))??;
     if head.starts_with("HTTP/1.1 200") { Ok(()) } else { anyhow::bail!("unhealthy: {}", head.lines().next().unwrap_or("empty answer")) }
+}
+
+/// Sends `GET /healthz` on `stream`; the first bytes of the answer.
+async fn get_healthz(mut stream: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin) -> std::io::Result<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await?;
+    let mut head = vec![0u8; 64];
+    let n = stream.read(&mut head).await?;
+    Ok(String::from_utf8_lossy(&head[..n]).into_owned())
 }
 
 async fn wait_for_signal() {

@@ -52,7 +52,7 @@ FILES = ["README.md"] + sorted(str(Path(p).relative_to(ROOT)) for p in glob.glob
 SKIP_COMMANDS = [
     (r"^docker\b", "needs a Docker engine (there is none here); tests/deploy_check.sh checks the Dockerfile and compose file without one"),
     (r"^kubectl\b", "needs a Kubernetes cluster; tests/deploy_check.sh validates the manifests and tests/helm_check.sh the chart's renders against the Kubernetes schemas"),
-    (r"\bcurl\b.*https://", "talks to an identity provider or a public deployment over the internet (placeholder tenants and hosts; this check is loopback only)"),
+    (r"\bcurl\b.*https://(?!localhost[:/]|127\.0\.0\.1[:/])", "talks to an identity provider or a public deployment over the internet (placeholder tenants and hosts; this check is loopback only)"),
     (r"^sqlite3 /var/lib/toolgate/", "the container volume's paths (/var/lib/toolgate, /backup), which exist only in the image's deployment"),
 ]
 # Single commands skipped inside an otherwise runnable block, or as inline commands.
@@ -196,6 +196,12 @@ __dc_healthy() { # host:port
     [[ "$status" == "HTTP/1."?" 200 "* ]]
   ) 2>/dev/null
 }
+__dc_healthy_tls() { # host:port: the same request over TLS (deploy/tls.md); any certificate will do
+  local status
+  status="$(printf 'GET /healthz HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$1" \
+    | timeout 5 openssl s_client -quiet -connect "$1" 2>/dev/null | head -n 1)"
+  [[ "$status" == "HTTP/1."?" 200 "* ]]
+}
 __dc_stop_group() { # pgid: SIGTERM to the whole group (cargo and the server), SIGKILL after 30 s
   kill -TERM -- "-$1" 2>/dev/null || return 0
   local i
@@ -220,7 +226,7 @@ __dc_launch() { # where: before a server is started, stop the one it replaces (s
   printf 'launch %s %s\n' "$1" "$(__dc_now)" >>"$DC_WORK/timing"
 }
 __dc_served() { # where pid log: wait until the server listens and answers /healthz
-  local where="$1" pid="$2" log="$3" deadline=$((SECONDS + DC_SERVE_TIMEOUT)) running="" addr=""
+  local where="$1" pid="$2" log="$3" deadline=$((SECONDS + DC_SERVE_TIMEOUT)) running="" addr="" healthy
   printf '%s %s %s\n' "$pid" "$log" "$where" >>"$DC_WORK/servers"
   while :; do
     if [ -z "$running" ] && grep -q 'Running `' "$log" 2>/dev/null; then
@@ -228,7 +234,9 @@ __dc_served() { # where pid log: wait until the server listens and answers /heal
       printf 'running %s %s\n' "$where" "$(__dc_now)" >>"$DC_WORK/timing"
     fi
     addr="$(sed -n 's/.*toolgate listening addr=\([^ ]*\).*/\1/p' "$log" 2>/dev/null | head -n 1)"
-    if [ -n "$addr" ] && __dc_healthy "$addr"; then
+    healthy=__dc_healthy
+    grep -q 'toolgate listening .*scheme="https"' "$log" 2>/dev/null && healthy=__dc_healthy_tls
+    if [ -n "$addr" ] && "$healthy" "$addr"; then
       printf 'listening %s %s\n' "$where" "$(__dc_now)" >>"$DC_WORK/timing"
       echo "[docs] $where: the server answers /healthz at $addr (its output: $log)"
       return 0

@@ -433,6 +433,27 @@ EOF
 }
 check "facts: secret.create, settingsAsSecret, numbers in TOML, own tools only, Ingress paths follow mcp_path and legacy_sse, preStop off" options
 
+server_tls() {
+  # serverTlsSecretName: the Secret mounted as a directory, server.tls pointed at it, HTTPS probes
+  "$HELM" template toolgate "$CHART" --namespace toolgate --set serverTlsSecretName=toolgate-pod-tls >"$WORK/tls.yaml" &&
+    "$PY" - "$WORK/tls.yaml" <<'EOF'
+import sys, yaml
+docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(open(sys.argv[1])) if d}
+pod = docs[("Deployment", "toolgate")]["spec"]["template"]["spec"]
+c = pod["containers"][0]
+env = {e["name"]: e.get("value") for e in c["env"]}
+assert env["TOOLGATE__SERVER__TLS__CERT_FILE"] == "/etc/toolgate/tls/tls.crt", env
+assert env["TOOLGATE__SERVER__TLS__KEY_FILE"] == "/etc/toolgate/tls/tls.key", env
+assert {"name": "tls", "secret": {"secretName": "toolgate-pod-tls"}} in pod["volumes"], pod["volumes"]
+mount = next(m for m in c["volumeMounts"] if m["name"] == "tls")
+assert mount == {"name": "tls", "mountPath": "/etc/toolgate/tls", "readOnly": True}, mount
+for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+    assert c[probe]["httpGet"]["scheme"] == "HTTPS", c[probe]
+print("Secret mounted as a directory, server.tls set, probes over HTTPS")
+EOF
+}
+check "facts: serverTlsSecretName mounts the Secret as a directory, sets server.tls and probes over HTTPS" server_tls
+
 toml_writer() {
   # settings of every shape toolgate has, written as TOML and read back: equal to the values
   # (defaults merged map by map, lists replaced, null keys left out)

@@ -22,6 +22,8 @@
 //! GET    /admin/audit                    audit records, filtered, newest first
 //! GET    /admin/audit/export             the same as a JSON-lines or CSV download
 //! GET    /admin/overview                 key figures (requests, calls, latency, queues)
+//! GET    /admin/grants                   sign-ins granted by the built-in authorization server
+//! DELETE /admin/grants/{id}              revoke one (its refresh and access tokens)
 //! GET    /admin/console[/{asset}]        the admin console (static; outside the gate, see console)
 //! ```
 //!
@@ -36,6 +38,7 @@ mod auth;
 mod catalog;
 pub mod console;
 mod extract;
+mod grants;
 pub mod metrics;
 mod overview;
 mod problem;
@@ -78,6 +81,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/audit", get(audit::list))
         .route("/admin/audit/export", get(audit::export))
         .route("/admin/overview", get(overview::overview))
+        .route("/admin/grants", get(grants::list))
+        .route("/admin/grants/{id}", axum::routing::delete(grants::revoke))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         // Outermost first: a panic becomes a 500 problem (and is logged by the panic hook);

@@ -42,6 +42,8 @@ pub struct AdminShared {
     pub mcp: McpState,
     /// The process-wide Prometheus recorder, read back by `GET /admin/overview`.
     pub metrics: PrometheusHandle,
+    /// The built-in authorization server, for its grants (`/admin/grants`).
+    pub authserver: Option<Arc<crate::authserver::AuthServer>>,
 }
 
 impl AdminState {

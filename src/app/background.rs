@@ -49,6 +49,9 @@ pub(super) fn spawn_background(state: &AppState) {
         tokio::spawn(apply_tool_limits(state.server.clone(), limiter.clone(), rx, state.shutdown.clone()));
         crate::limits::spawn_housekeeping(limiter.clone(), state.settings.limits.housekeeping_interval(), state.shutdown.clone());
     }
+    if let Some(server) = &state.authserver {
+        server.spawn_upkeep(state.shutdown.clone());
+    }
     if let Some(verifier) = state.auth.as_ref().and_then(|a| a.verifier()) {
         verifier.spawn_refresh(Duration::from_secs(state.settings.auth.jwks_refresh_secs.max(30)), state.shutdown.clone());
     }

@@ -51,7 +51,12 @@ pub fn router(state: AppState) -> Router {
             .route("/.well-known/oauth-protected-resource", get(crate::transport::metadata::serve))
             .route(&suffixed, get(crate::transport::metadata::serve));
     }
-    let public = public.with_state(state.clone());
+    let mut public = public.with_state(state.clone());
+    if let Some(server) = &state.authserver {
+        // Outside the MCP endpoint's bearer gate: these endpoints are how a client gets a token.
+        let proxies = crate::transport::client_ip::TrustedProxies::parse(&settings.trusted_proxies).unwrap_or_default();
+        public = public.merge(crate::authserver_http::router(server.clone(), proxies));
+    }
     Router::new().merge(public).merge(mcp).layer(
         ServiceBuilder::new()
             .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION, axum::http::header::COOKIE]))

@@ -35,7 +35,12 @@ fn stop_margin(grace: Duration) -> Duration {
 }
 
 /// Serves `app` on `listener` until shutdown has run its course (see the module docs).
-pub(crate) async fn serve(listener: TcpListener, app: Router, state: AppState) -> std::io::Result<()> {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    app: Router,
+    tls: Option<crate::transport::tls::Tls>,
+    state: AppState,
+) -> std::io::Result<()> {
     let stop = state.shutdown.clone();
     let closing = state.closing.clone();
     let drain = state.settings.drain_delay();
@@ -47,7 +52,7 @@ pub(crate) async fn serve(listener: TcpListener, app: Router, state: AppState) -
     };
     let limits = crate::transport::connections::limits(&state.settings);
     tracing::debug!(max_connections = limits.max_connections, "public listener connection cap");
-    let mut serve = std::pin::pin!(crate::transport::connections::serve(listener, app, limits, stop_accepting));
+    let mut serve = std::pin::pin!(crate::transport::connections::serve(listener, app, limits, tls, stop_accepting));
     tokio::select! {
         // Only an accept loop that failed ends before shutdown.
         served = &mut serve => return served,

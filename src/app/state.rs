@@ -16,6 +16,7 @@ use crate::auth::bearer::Authenticator;
 use crate::auth::introspection::Introspector;
 use crate::auth::jwt::JwtVerifier;
 use crate::auth::settings::AuthMode;
+use crate::authserver::AuthServer;
 use crate::bus::{EventBus, LocalBus};
 use crate::cluster::Cluster;
 use crate::config::Settings;
@@ -73,6 +74,8 @@ pub struct Shared {
     pub admin: AdminState,
     /// The bearer gate's state.
     pub gate: BearerGate,
+    /// toolgate's own authorization server, when `authorization_server.enabled`.
+    pub authserver: Option<Arc<AuthServer>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -124,13 +127,14 @@ impl AppState {
         let bus: Arc<dyn EventBus> = Arc::new(LocalBus::default());
         let server = McpServer::new(settings.clone(), bus);
         crate::packs::install(&server, &settings.tools).map_err(|e| anyhow::anyhow!("cannot install tool packs: {e}"))?;
-        let auth = authenticator(&settings, dev_key)?;
         // The store is connected (and migrated) before serving, so a bad URL stops start-up.
         let store = Store::connect(&settings.storage).await.map_err(|e| anyhow::Error::new(e).context("storage"))?;
         let audit = match settings.audit.enabled {
             true => Some(AuditLog::start(&settings.audit, store.clone()).map_err(|e| anyhow::anyhow!("audit log: {e}"))?),
             false => None,
         };
+        let authserver = authorization_server(&settings, &store, &audit)?;
+        let auth = authenticator(&settings, dev_key, authserver.as_deref())?;
         // An invalid tools file stops start-up with every problem listed; later reloads keep
         // the previous tools instead.
         let definitions = Arc::new(Definitions::new(settings.clone(), server.clone(), Some(store.clone())));
@@ -183,6 +187,7 @@ impl AppState {
             proxies: proxies.clone(),
             mcp: mcp.clone(),
             metrics: metrics.clone(),
+            authserver: authserver.clone(),
         });
         let gate = BearerGate { auth: auth.clone(), limiter: limiter.clone(), audit: audit.clone(), proxies };
         Ok(Self(Arc::new(Shared {
@@ -204,6 +209,7 @@ impl AppState {
             mcp,
             admin,
             gate,
+            authserver,
         })))
     }
 }
@@ -223,8 +229,34 @@ fn dev_key(settings: &mut Settings) -> anyhow::Result<Option<crate::config::Secr
     Ok(Some(key))
 }
 
-/// The token verifier `auth.mode` asks for (`None` when off).
-fn authenticator(settings: &Settings, dev_key: Option<crate::config::Secret>) -> anyhow::Result<Option<Arc<Authenticator>>> {
+/// The built-in authorization server, when enabled.
+fn authorization_server(settings: &Settings, store: &Store, audit: &Option<Arc<AuditLog>>) -> anyhow::Result<Option<Arc<AuthServer>>> {
+    if !settings.authorization_server.enabled {
+        return Ok(None);
+    }
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot build the identity provider's HTTP client: {e}"))?;
+    let parts = crate::authserver::Parts {
+        resources: settings.auth.resource.iter().cloned().collect(),
+        scopes_supported: settings.auth.scopes_supported(),
+        store: store.clone(),
+        audit: audit.clone(),
+        http,
+    };
+    let server = AuthServer::new(settings.authorization_server.clone(), parts).map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(Some(Arc::new(server)))
+}
+
+/// The token verifier `auth.mode` asks for (`None` when off); it also trusts the built-in
+/// authorization server's tokens when there is one.
+fn authenticator(
+    settings: &Settings,
+    dev_key: Option<crate::config::Secret>,
+    own: Option<&AuthServer>,
+) -> anyhow::Result<Option<Arc<Authenticator>>> {
     let auth = &settings.auth;
     let resource = auth.resource.clone().unwrap_or_default();
     let (verifier, introspector) = match auth.mode {
@@ -236,15 +268,29 @@ fn authenticator(settings: &Settings, dev_key: Option<crate::config::Secret>) ->
             (Some(Arc::new(verifier)), None)
         }
         AuthMode::Jwt => {
-            let verifier = match auth.issuers.is_empty() {
-                true => None,
-                false => {
-                    let http = reqwest::Client::builder()
-                        .timeout(Duration::from_secs(5))
-                        .build()
-                        .map_err(|e| anyhow::anyhow!("cannot build the HTTP client for issuer keys: {e}"))?;
-                    let verifier = JwtVerifier::new(auth.issuers.clone(), resource.clone(), http)
+            let http = || {
+                reqwest::Client::builder()
+                    .timeout(Duration::from_secs(5))
+                    .build()
+                    .map_err(|e| anyhow::anyhow!("cannot build the HTTP client for issuer keys: {e}"))
+            };
+            let verifier = match (auth.issuers.is_empty(), own) {
+                (true, None) => None,
+                (false, None) => {
+                    let verifier = JwtVerifier::new(auth.issuers.clone(), resource.clone(), http()?)
                         .map_err(|e| anyhow::anyhow!("invalid auth.issuers: {e}"))?;
+                    Some(Arc::new(verifier))
+                }
+                (_, Some(own)) => {
+                    let keys = own.keys().verification_keys(own.issuer()).map_err(|e| anyhow::anyhow!("authorization_server keys: {e}"))?;
+                    let deny: Arc<dyn crate::auth::jwt::RevokedGrants> = own.deny_list();
+                    let verifier = JwtVerifier::with_own_issuer(
+                        auth.issuers.clone(),
+                        resource.clone(),
+                        http()?,
+                        (own.issuer().to_owned(), keys, deny),
+                    )
+                    .map_err(|e| anyhow::anyhow!("invalid auth.issuers: {e}"))?;
                     Some(Arc::new(verifier))
                 }
             };

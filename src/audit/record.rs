@@ -24,6 +24,9 @@ pub enum EventKind {
     /// A task changed state: created, completed, failed (its replica stopped included), or
     /// cancelled; one record per change, the task id in the detail.
     TaskChange,
+    /// An event of the built-in authorization server: a sign-in, consent, token issued,
+    /// refresh, revocation, registration or refusal; the detail says which and why.
+    Oauth,
 }
 
 /// How it ended.
@@ -87,6 +90,7 @@ wire_names!(EventKind {
     RegistryChange => "registry_change",
     AdminChange => "admin_change",
     TaskChange => "task_change",
+    Oauth => "oauth",
 });
 
 wire_names!(Outcome {

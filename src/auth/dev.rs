@@ -15,9 +15,11 @@ use crate::config::{Secret, Settings};
 /// The `iss` of development tokens; no real issuer can have it (it is not a URL).
 pub const DEV_ISSUER: &str = "toolgate-dev";
 
-/// The canonical resource for dev mode when none is configured: the local endpoint.
+/// The canonical resource for dev mode when none is configured: the local endpoint, `https`
+/// when the public listener terminates TLS.
 pub fn default_resource(settings: &Settings) -> String {
-    format!("http://{}{}", settings.server.bind, settings.server.mcp_path)
+    let scheme = if settings.server.tls.enabled() { "https" } else { "http" };
+    format!("{scheme}://{}{}", settings.server.bind, settings.server.mcp_path)
 }
 
 /// Reads the development key, creating it (32 random bytes, hex, mode 0600) on first use.
@@ -84,6 +86,14 @@ pub fn mint(key: &Secret, resource: &str, subject: &str, scope: &str, ttl_secs: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_default_resource_says_https_when_the_listener_terminates_tls() {
+        let mut settings = Settings::default();
+        assert_eq!(default_resource(&settings), "http://127.0.0.1:8080/mcp");
+        settings.server.tls.cert_file = Some("tls.crt".into());
+        assert_eq!(default_resource(&settings), "https://127.0.0.1:8080/mcp");
+    }
 
     #[test]
     fn the_key_is_created_once_and_private() {

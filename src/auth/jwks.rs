@@ -151,6 +151,8 @@ pub enum RefreshOutcome {
 /// Where the JWKS is.
 #[derive(Debug)]
 enum Location {
+    /// Keys given at construction, never fetched (toolgate's own authorization server).
+    Fixed,
     Configured(Url),
     /// Authorization-server metadata URLs to try in order.
     Discover(Vec<Url>),
@@ -208,6 +210,19 @@ impl JwksSource {
         })
     }
 
+    /// A source whose keys are `keys`, for an issuer in this process; refreshing it is a
+    /// no-op.
+    pub fn fixed(issuer: &str, keys: Vec<PublicKey>) -> Self {
+        Self {
+            issuer: issuer.to_owned(),
+            location: Location::Fixed,
+            http: reqwest::Client::new(),
+            keys: ArcSwap::from_pointee(KeySet { keys, epoch: 0 }),
+            state: tokio::sync::Mutex::new(RefreshState { last_attempt: None, last_ok: true, discovered: None }),
+            fetches: AtomicU64::new(0),
+        }
+    }
+
     /// The current keys (empty until the first successful fetch).
     pub fn current(&self) -> Arc<KeySet> {
         self.keys.load_full()
@@ -228,6 +243,9 @@ impl JwksSource {
     /// The fetch runs in a task of its own when a Tokio runtime is present, so dropping the
     /// caller's future (a client went away) does not abort a refresh others wait for.
     pub async fn refresh(self: &Arc<Self>, min_interval: Duration) -> RefreshOutcome {
+        if matches!(self.location, Location::Fixed) {
+            return RefreshOutcome::RateLimited { last_ok: true };
+        }
         // Fast path for floods of unknown kids: answer "rate limited" without spawning. When
         // the lock is taken a fetch is running, and the slow path waits for its result.
         if let Ok(state) = self.state.try_lock()
@@ -282,6 +300,7 @@ impl JwksSource {
 
     async fn fetch(&self, discovered: &mut Option<Url>) -> Result<Vec<PublicKey>, String> {
         let (uri, was_discovered) = match &self.location {
+            Location::Fixed => return Ok(self.current().keys.clone()),
             Location::Configured(uri) => (uri.clone(), false),
             Location::Discover(candidates) => match discovered.clone() {
                 Some(uri) => (uri, true),

@@ -71,6 +71,15 @@ struct Issuer {
     leeway: u64,
     /// `None` when the issuer only uses HMAC.
     jwks: Option<Arc<JwksSource>>,
+    /// toolgate's own authorization server: its tokens must be `typ: at+jwt` and belong
+    /// to a grant that is not revoked.
+    local: Option<Arc<dyn RevokedGrants>>,
+}
+
+/// The grants of toolgate's own authorization server that were revoked (its deny list):
+/// the verifier refuses their access tokens before they expire.
+pub trait RevokedGrants: Send + Sync {
+    fn is_revoked(&self, grant_id: &str) -> bool;
 }
 
 /// A verified token, remembered until its `exp`.
@@ -80,6 +89,8 @@ struct Cached {
     /// The issuer's key epoch at verification (see [`super::jwks::KeySet::epoch`]); `None`
     /// for tokens verified with the issuer's HMAC secret, which no key refresh affects.
     epoch: Option<u64>,
+    /// The grant (`sid`) of a token of toolgate's own authorization server.
+    grant: Option<String>,
 }
 
 /// Verifies bearer JWTs against the configured issuers. Cheap to share (`Arc`); all methods
@@ -119,6 +130,39 @@ impl JwtVerifier {
         if issuers.is_empty() {
             return Err("no trusted issuer is configured".into());
         }
+        Self::build(issuers, resource, http)
+    }
+
+    /// Like [`Self::new`], and also trusts toolgate's own authorization server: `issuer`,
+    /// its public `keys`, and its deny list. Its tokens go through the same checks as any
+    /// issuer's, plus `typ: at+jwt` (RFC 9068 §4), so an ID token or any other JWT the same
+    /// key might sign is refused.
+    pub fn with_own_issuer(
+        issuers: Vec<IssuerSettings>,
+        resource: String,
+        http: reqwest::Client,
+        own: (String, Vec<super::jwks::PublicKey>, Arc<dyn RevokedGrants>),
+    ) -> Result<Self, String> {
+        let (name, keys, revoked) = own;
+        let mut verifier = Self::build(issuers, resource.clone(), http)?;
+        if verifier.issuers.contains_key(&name) {
+            return Err(format!("issuer {name:?} is toolgate's own authorization server; remove it from auth.issuers"));
+        }
+        let issuer = Issuer {
+            issuer: name.clone(),
+            audiences: vec![resource],
+            algorithms: vec![Algorithm::ES256],
+            hmac: None,
+            leeway: 30,
+            jwks: Some(Arc::new(JwksSource::fixed(&name, keys))),
+            local: Some(revoked),
+        };
+        verifier.issuers.insert(name, Arc::new(issuer));
+        Ok(verifier)
+    }
+
+    fn build(issuers: Vec<IssuerSettings>, resource: String, http: reqwest::Client) -> Result<Self, String> {
+        let _ = jsonwebtoken::crypto::CryptoProvider::install_default(&jsonwebtoken::crypto::rust_crypto::DEFAULT_PROVIDER);
         let mut by_name = HashMap::with_capacity(issuers.len());
         for settings in issuers {
             let issuer = build_issuer(settings, &resource, &http)?;
@@ -150,15 +194,19 @@ impl JwtVerifier {
         }
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         if let Some(hit) = self.cache.get(&digest) {
+            if hit.grant.as_deref().is_some_and(|g| hit.issuer.local.as_ref().is_some_and(|l| l.is_revoked(g))) {
+                self.cache.invalidate(&digest);
+                return Err(TokenError::invalid("the grant of this token was revoked"));
+            }
             if let Some(principal) = still_valid(&hit) {
                 return Ok(principal);
             }
             // Expired, or the issuer withdrew a key since: verify from scratch.
             self.cache.invalidate(&digest);
         }
-        let (principal, issuer, epoch) = self.verify_uncached(token).await?;
+        let (principal, issuer, epoch, grant) = self.verify_uncached(token).await?;
         if principal.expires_at > unix_now() {
-            self.cache.insert(digest, Arc::new(Cached { principal: principal.clone(), issuer, epoch }));
+            self.cache.insert(digest, Arc::new(Cached { principal: principal.clone(), issuer, epoch, grant }));
         }
         Ok(principal)
     }
@@ -209,7 +257,7 @@ impl JwtVerifier {
         });
     }
 
-    async fn verify_uncached(&self, token: &str) -> Result<(Principal, Arc<Issuer>, Option<u64>), TokenError> {
+    async fn verify_uncached(&self, token: &str) -> Result<(Principal, Arc<Issuer>, Option<u64>, Option<String>), TokenError> {
         let mut parts = token.split('.');
         let (Some(header_b64), Some(payload_b64), Some(_signature), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
             return Err(TokenError::invalid("malformed token: not a JWS compact serialization"));
@@ -219,6 +267,9 @@ impl JwtVerifier {
         let issuer = self.issuers.get(&claimed_issuer).ok_or_else(|| TokenError::invalid("token issuer is not trusted"))?;
         if !issuer.algorithms.contains(&header.alg) {
             return Err(TokenError::invalid("signing algorithm not allowed for this issuer"));
+        }
+        if issuer.local.is_some() && header.typ.as_deref() != Some("at+jwt") {
+            return Err(TokenError::invalid("not an access token (typ must be at+jwt)"));
         }
 
         let mut validation = Validation::new(header.alg);
@@ -237,8 +288,15 @@ impl JwtVerifier {
             let (claims, epoch) = self.decode_with_jwks(token, &header, source, &validation).await?;
             (claims, Some(epoch))
         };
+        let grant = claims.sid.clone();
+        if let Some(revoked) = &issuer.local {
+            let grant = grant.as_deref().ok_or_else(|| TokenError::invalid("token lacks the required claim sid"))?;
+            if revoked.is_revoked(grant) {
+                return Err(TokenError::invalid("the grant of this token was revoked"));
+            }
+        }
         let principal = principal_from(claims, issuer)?;
-        Ok((principal, Arc::clone(issuer), epoch))
+        Ok((principal, Arc::clone(issuer), epoch, grant))
     }
 
     /// Verifies with the issuer's JWKS, refreshing it once (rate-limited) if no key fits.
@@ -366,13 +424,14 @@ fn build_issuer(settings: IssuerSettings, resource: &str, http: &reqwest::Client
             audiences.push(audience);
         }
     }
-    Ok(Issuer { issuer: name, audiences, algorithms, hmac, leeway: settings.leeway_secs, jwks })
+    Ok(Issuer { issuer: name, audiences, algorithms, hmac, leeway: settings.leeway_secs, jwks, local: None })
 }
 
 /// The header members this verifier acts on.
 struct Header {
     alg: Algorithm,
     kid: Option<String>,
+    typ: Option<String>,
 }
 
 fn parse_header(b64: &str) -> Result<Header, TokenError> {
@@ -380,6 +439,7 @@ fn parse_header(b64: &str) -> Result<Header, TokenError> {
     struct Raw {
         alg: Option<String>,
         kid: Option<String>,
+        typ: Option<String>,
         crit: Option<serde_json::Value>,
         enc: Option<serde_json::Value>,
     }
@@ -397,7 +457,7 @@ fn parse_header(b64: &str) -> Result<Header, TokenError> {
         return Err(TokenError::invalid("unsigned tokens (alg none) are not accepted"));
     }
     let alg = alg.parse::<Algorithm>().map_err(|_| TokenError::invalid("unsupported signing algorithm"))?;
-    Ok(Header { alg, kid: raw.kid })
+    Ok(Header { alg, kid: raw.kid, typ: raw.typ })
 }
 
 /// Reads `iss` before verification, only to pick the issuer's keys and rules; verification
@@ -430,6 +490,8 @@ struct Claims {
     azp: Option<String>,
     scope: Option<OneOrMany>,
     scp: Option<OneOrMany>,
+    /// The grant of a token of toolgate's own authorization server.
+    sid: Option<String>,
 }
 
 #[derive(Deserialize)]

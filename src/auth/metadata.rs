@@ -19,11 +19,15 @@ pub fn metadata_url(resource: &str) -> String {
     }
 }
 
-/// The metadata document.
-pub fn document(settings: &AuthSettings) -> serde_json::Value {
+/// The metadata document. `own_issuer`: the built-in authorization server's issuer, when it
+/// is on; it is listed first (ASM-08), before any configured one.
+pub fn document(settings: &AuthSettings, own_issuer: Option<&str>) -> serde_json::Value {
+    let mut servers: Vec<String> = own_issuer.map(str::to_owned).into_iter().collect();
+    let configured = if own_issuer.is_some() { settings.authorization_servers.clone() } else { settings.announced_servers() };
+    servers.extend(configured.into_iter().filter(|s| Some(s.as_str()) != own_issuer));
     let mut doc = json!({
         "resource": settings.resource,
-        "authorization_servers": settings.announced_servers(),
+        "authorization_servers": servers,
         "scopes_supported": settings.scopes_supported(),
         "bearer_methods_supported": ["header"],
     });

@@ -8,17 +8,26 @@
 //!   the ID token's checks, the provider presets, and the scope rules.
 //! - [`authorize`]: the checks of an authorization request, in the order that never
 //!   redirects to an unverified URI.
-//! - [`grants`]: transactions, consent, codes, grants, refresh tokens and revocation, in
-//!   the database so any replica serves any step.
-//! - [`keys`] and [`tokens`]: the signing keys (rotation, JWKS) and the access tokens.
+//! - [`flow`]: the browser's way: transaction bound to the browser, the identity provider's
+//!   callback, consent (remembered per user and client).
+//! - [`token`]: codes, the token endpoint, refresh rotation with reuse detection;
+//!   [`revocation`]: RFC 7009 and the deny list the resource server checks.
+//! - [`keys`] and [`tokens`]: the signing keys (rotation, JWKS), access tokens, secrets.
+//! - [`db`]: the tables, so any replica serves any step; [`service`]: the parts together,
+//!   metadata, and the record every event leaves.
 
 pub mod authorize;
 pub mod clients;
 pub mod db;
 pub mod federation;
-pub mod grants;
+pub mod flow;
 pub mod keys;
+pub mod revocation;
+pub mod service;
+pub mod token;
 pub mod tokens;
+
+pub use service::{AuthServer, Parts};
 
 use serde::{Deserialize, Serialize};
 

@@ -23,6 +23,8 @@ pub struct AdminSettings {
     pub allow_upstream_oauth: bool,
     /// Largest admin request body accepted; larger ones get 413.
     pub max_body_bytes: usize,
+    /// TLS on the admin listener (`[admin.tls]`), independent of the public listener's.
+    pub tls: super::tls::TlsSettings,
 }
 
 impl Default for AdminSettings {
@@ -34,6 +36,7 @@ impl Default for AdminSettings {
             allow_command_tools: false,
             allow_upstream_oauth: false,
             max_body_bytes: 1024 * 1024,
+            tls: super::tls::TlsSettings::default(),
         }
     }
 }

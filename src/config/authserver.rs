@@ -327,8 +327,15 @@ pub fn check_issuer(issuer: &str) -> Result<(), String> {
     if issuer.ends_with('/') {
         return Err(format!("{issuer:?} ends with '/': write it without, so every place that names the issuer has the same bytes"));
     }
-    if url.path() != "/" && !issuer.ends_with(url.path()) {
-        return Err(format!("{issuer:?} is not in canonical form; write {url}"));
+    // ASM-02: a bare origin keeps the discovery list short and the endpoints at the root.
+    if url.path() != "/" {
+        return Err(format!("{issuer:?} must be an origin without a path, e.g. https://mcp.example.com"));
+    }
+    if url.as_str().trim_end_matches('/') != issuer {
+        return Err(format!(
+            "{issuer:?} is not in canonical form (lower-case host, no default port); write {}",
+            url.as_str().trim_end_matches('/')
+        ));
     }
     Ok(())
 }

@@ -21,6 +21,7 @@ pub mod prefixes;
 mod secret;
 pub mod storage;
 pub mod tasks;
+pub mod tls;
 pub mod upstreams;
 
 pub use secret::Secret;
@@ -90,6 +91,8 @@ pub struct ServerSettings {
     /// Secret that signs MRTR `requestState`. Unset: a random per-process key (state then
     /// does not survive a restart; set the same value on every replica).
     pub state_secret: Option<Secret>,
+    /// TLS on the public listener (`[server.tls]`); off: plain HTTP behind a balancer.
+    pub tls: tls::TlsSettings,
 }
 
 impl Default for ServerSettings {
@@ -111,6 +114,7 @@ impl Default for ServerSettings {
             trusted_proxies: Vec::new(),
             drain_delay_ms: 2_000,
             state_secret: None,
+            tls: tls::TlsSettings::default(),
         }
     }
 }
@@ -351,6 +355,8 @@ impl Settings {
         if self.tools.page_size == 0 {
             return invalid("tools.page_size", "must be at least 1");
         }
+        self.server.tls.validate("server.tls")?;
+        self.admin.tls.validate("admin.tls")?;
         if let Err((key, reason)) = self.tasks.validate() {
             return invalid(key, reason);
         }

@@ -56,6 +56,7 @@ pub const LIST_CHANGED_FANOUT: &str = "toolgate_list_changed_fanout_seconds";
 pub const AUTH_VALIDATIONS: &str = "toolgate_auth_validations_total";
 /// Counter `{result}`.
 pub const JWKS_REFRESHES: &str = "toolgate_jwks_refreshes_total";
+pub const OAUTH_EVENTS: &str = "toolgate_oauth_events_total";
 /// Counter `{result}`.
 pub const INTROSPECTION_REQUESTS: &str = "toolgate_introspection_requests_total";
 /// Counter `{result}`.
@@ -92,6 +93,12 @@ pub const CONNECTIONS_OPEN: &str = "toolgate_connections_open";
 pub const CONNECTIONS_EVICTED: &str = "toolgate_connections_evicted_total";
 /// Counter, recorded by `transport::connections`.
 pub const ACCEPT_ERRORS: &str = "toolgate_accept_errors_total";
+/// Gauge `{listener}`, recorded by `transport::tls`.
+pub const TLS_CERTIFICATE_EXPIRY: &str = "toolgate_tls_certificate_expiry_timestamp_seconds";
+/// Counter `{listener, result}`, recorded by `transport::tls`.
+pub const TLS_RELOADS: &str = "toolgate_tls_reloads_total";
+/// Counter `{listener}`, recorded by `transport::tls`.
+pub const TLS_HANDSHAKE_FAILURES: &str = "toolgate_tls_handshake_failures_total";
 /// Counter, recorded by `tasks`.
 pub const TASKS_CREATED: &str = "toolgate_tasks_created_total";
 /// Counter, recorded by `tasks`.
@@ -227,6 +234,10 @@ pub fn describe() {
     );
     describe_counter!(AUTH_VALIDATIONS, "Bearer-token checks by result (ok, rejected) and reason of a rejection.");
     describe_counter!(JWKS_REFRESHES, "Fetches of an issuer's signing keys (JWKS) by result.");
+    describe_counter!(
+        OAUTH_EVENTS,
+        "Events of the built-in authorization server (sign_in, consent, code, token, refresh, revoke, register) by outcome."
+    );
     describe_counter!(INTROSPECTION_REQUESTS, "Token introspection requests (RFC 7662) by result: active, inactive, error.");
     describe_counter!(INTROSPECTION_CACHE, "Introspection cache look-ups by result: hit, miss.");
     describe_counter!(
@@ -260,6 +271,18 @@ pub fn describe() {
         "Idle connections closed to make room for new ones at the connection cap (server.max_connections)."
     );
     describe_counter!(ACCEPT_ERRORS, "Failed accepts on the public listener (e.g. out of file descriptors), each followed by a back-off.");
+    describe_gauge!(
+        TLS_CERTIFICATE_EXPIRY,
+        "When the certificate a listener serves expires (its notAfter), in seconds since the Unix epoch, by listener (server, admin)."
+    );
+    describe_counter!(
+        TLS_RELOADS,
+        "Reloads of a listener's changed TLS files, by result (ok; invalid: the previous certificate stays in service)."
+    );
+    describe_counter!(
+        TLS_HANDSHAKE_FAILURES,
+        "TLS handshakes that failed or were refused (e.g. no client certificate under mTLS), by listener."
+    );
     describe_counter!(TASKS_CREATED, "Tasks created (tool calls run detached from their request).");
     describe_counter!(TASKS_ENDED, "Tasks that reached a terminal status, by status (completed, failed, cancelled).");
     describe_histogram!(TASK_DURATION, Unit::Seconds, "Time from a task's creation to its terminal status, by status.");

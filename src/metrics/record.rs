@@ -234,6 +234,11 @@ pub fn auth_refused(reason: &'static str) {
     metrics::counter!(AUTH_VALIDATIONS, "result" => "rejected", "reason" => reason).increment(1);
 }
 
+/// One event of the built-in authorization server; `event` and `outcome` are fixed words.
+pub fn oauth_event(event: &'static str, outcome: &'static str) {
+    metrics::counter!(super::OAUTH_EVENTS, "event" => event, "outcome" => outcome).increment(1);
+}
+
 /// One fetch of an issuer's JWKS.
 pub fn jwks_refresh(ok: bool) {
     if ok {

@@ -14,6 +14,9 @@
 //!   the stream caps instead ([`crate::limits::Caps`]).
 //! - **Accept-error back-off**: a failing `accept` (e.g. `EMFILE`) frees an idle connection
 //!   and retries after 10 ms, doubling to 1 s, instead of spinning or stopping.
+//! - **TLS** ([`super::tls`]), when the listener terminates it: the handshake runs in the
+//!   connection's task under the header read timeout, and the version is ALPN's choice instead
+//!   of a peek at the first bytes. Everything above holds for TLS connections alike.
 //!
 //! The request body's total read time is bounded where bodies are read
 //! (`server.body_read_timeout_ms`), and a `Content-Length` above the body limit is refused
@@ -42,6 +45,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
+use super::tls::Tls;
+
 /// How one listener treats its connections.
 #[derive(Clone, Copy, Debug)]
 pub struct ConnectionLimits {
@@ -52,12 +57,14 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
 }
 
-/// Serves `app` on `listener` until `stop` completes, then closes idle connections, lets
-/// requests in flight finish, and returns once every connection is closed.
+/// Serves `app` on `listener` (over TLS when `tls` is given) until `stop` completes, then
+/// closes idle connections, lets requests in flight finish, and returns once every connection
+/// is closed.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ConnectionLimits,
+    tls: Option<Tls>,
     stop: impl std::future::Future<Output = ()>,
 ) -> std::io::Result<()> {
     let table = Arc::new(Table::default());
@@ -101,10 +108,11 @@ pub async fn serve(
         builder.http1().timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
         builder.http2().timer(TokioTimer::new());
         let table = table.clone();
-        let (watcher, timeout) = (graceful.watcher(), limits.header_read_timeout);
+        let (watcher, timeout, tls) = (graceful.watcher(), limits.header_read_timeout, tls.clone());
         tokio::spawn(async move {
+            let one = Connection { builder, service, watcher, timeout };
             tokio::select! {
-                () = serve_one(tcp, builder, service, watcher, timeout) => {},
+                () = one.serve(tcp, tls) => {},
                 () = conn.evict.cancelled() => {
                     crate::metrics::record::connection_evicted();
                     tracing::debug!(%peer, "closed an idle connection to make room for a new one");
@@ -115,24 +123,42 @@ pub async fn serve(
     }
 }
 
-/// One connection, from its first byte to its end.
-async fn serve_one(
-    tcp: tokio::net::TcpStream,
+/// One accepted connection and what serves it.
+struct Connection {
     builder: Builder<TokioExecutor>,
     service: Tracked,
     watcher: hyper_util::server::graceful::Watcher,
+    /// The header read timeout, which also bounds the wait for first bytes and the handshake.
     timeout: Duration,
-) {
-    // hyper's header timeout starts once it knows the protocol (HTTP/1 or HTTP/2), which takes
-    // first bytes: a connection that does not send them in time is closed here.
-    let Ok(Some(version)) = tokio::time::timeout(timeout, sniff(&tcp)).await else { return };
-    let builder = match version {
-        Version::Http1 => builder.http1_only(),
-        Version::Http2 => builder.http2_only(),
-    };
-    let conn = builder.serve_connection(TokioIo::new(tcp), hyper_util::service::TowerToHyperService::new(service));
-    if let Err(e) = watcher.watch(conn.into_owned()).await {
-        tracing::trace!(error = %e, "connection ended with an error");
+}
+
+impl Connection {
+    /// From its first byte (or the TLS handshake) to its end.
+    async fn serve(self, tcp: tokio::net::TcpStream, tls: Option<Tls>) {
+        let Some(tls) = tls else {
+            // hyper's header timeout starts once it knows the protocol (HTTP/1 or HTTP/2), which
+            // takes first bytes: a connection that does not send them in time is closed here.
+            let Ok(Some(version)) = tokio::time::timeout(self.timeout, sniff(&tcp)).await else { return };
+            return self.serve_io(tcp, version).await;
+        };
+        let Ok(stream) = tls.accept(tcp, self.timeout).await else { return };
+        // Without ALPN a client speaks HTTP/1.1 (RFC 9113 §3.2: h2 over TLS is negotiated).
+        let version = if stream.get_ref().1.alpn_protocol() == Some(b"h2") { Version::Http2 } else { Version::Http1 };
+        self.serve_io(stream, version).await;
+    }
+
+    async fn serve_io<I>(self, io: I, version: Version)
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let builder = match version {
+            Version::Http1 => self.builder.http1_only(),
+            Version::Http2 => self.builder.http2_only(),
+        };
+        let conn = builder.serve_connection(TokioIo::new(io), hyper_util::service::TowerToHyperService::new(self.service));
+        if let Err(e) = self.watcher.watch(conn.into_owned()).await {
+            tracing::trace!(error = %e, "connection ended with an error");
+        }
     }
 }
 

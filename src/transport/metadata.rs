@@ -11,7 +11,8 @@ use crate::auth::metadata::document;
 
 /// `GET /.well-known/oauth-protected-resource[/<mcp path>]`.
 pub async fn serve(State(app): State<McpState>) -> Response {
-    let mut res = Json(document(&app.settings.auth)).into_response();
+    let own = app.settings.authorization_server.enabled.then_some(app.settings.authorization_server.issuer.as_deref()).flatten();
+    let mut res = Json(document(&app.settings.auth, own)).into_response();
     let h = res.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=3600"));
     h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));

@@ -18,12 +18,14 @@ pub mod refusal;
 pub mod sse;
 pub mod state;
 pub mod streamable;
+pub mod tls;
 
 pub use state::{McpShared, McpState};
 
 /// The settings the transport owns, checked at start-up (and by `toolgate check-config`): the
-/// trusted proxies and the Host/Origin allow-lists must parse.
+/// trusted proxies and the Host/Origin allow-lists must parse, and the TLS files must serve.
 pub fn check_settings(settings: &crate::config::Settings) -> Result<(), String> {
+    tls::check(settings).map_err(|e| e.to_string())?;
     client_ip::TrustedProxies::parse(&settings.server.trusted_proxies)
         .map_err(|e| format!("invalid setting server.trusted_proxies: {e}"))?;
     guard::HostGuard::check(&settings.server.allowed_hosts, &settings.server.allowed_origins)

@@ -33,7 +33,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "upstream",
         ],
     ),
-    ("HTTP adapters", &["transport", "admin", "health"]),
+    ("HTTP adapters", &["transport", "admin", "health", "authserver_http"]),
     // `cli` is the binary's own (subcommands beside `main.rs`), reaching the library as `toolgate::`.
     ("assembly", &["app", "cli"]),
 ];

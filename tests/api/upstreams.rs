@@ -323,13 +323,6 @@ async fn a_forwarded_calls_audit_record_names_the_upstream_and_its_tool() {
     assert_eq!(record.detail.as_deref(), Some("upstream=fx tool=echo"));
 }
 
-/// The TOML block under `heading` in a Markdown file.
-fn toml_block(markdown: &str, heading: &str) -> String {
-    let section = markdown.split(heading).nth(1).expect("the section");
-    let block = section.split("```toml\n").nth(1).expect("a toml block");
-    block.split("```").next().expect("closed").to_owned()
-}
-
 fn load(toml: &str) -> Result<toolgate::config::Settings, String> {
     let file = tempfile::Builder::new().suffix(".toml").tempfile().expect("file");
     std::fs::write(file.path(), toml).expect("written");
@@ -339,7 +332,7 @@ fn load(toml: &str) -> Result<toolgate::config::Settings, String> {
 #[test]
 fn the_readmes_upstream_example_is_valid_configuration() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README");
-    let settings = load(&toml_block(&readme, "## Upstream MCP servers")).expect("the README's example loads");
+    let settings = load(&crate::common::toml_block(&readme, "## Upstream MCP servers")).expect("the README's example loads");
     assert_eq!(settings.upstreams.keys().collect::<Vec<_>>(), ["everything", "wiki"]);
 }
 

@@ -22,9 +22,10 @@ mod secret;
 mod spec;
 mod ssrf;
 
-// The same address policy guards upstream MCP servers (`src/upstream/http.rs`).
+// The same address policy guards upstream MCP servers (`src/upstream/http.rs`) and the
+// authorization server's fetches of client metadata documents (`src/authserver/clients`).
 pub(crate) use secret::{env_allowed, is_sensitive_name, is_under};
-pub(crate) use ssrf::{AddressPolicy, GuardedResolver, Refusal, find_cause, redirect_policy};
+pub(crate) use ssrf::{AddressPolicy, GuardedResolver, Refusal, Unresolvable, find_cause, is_denied, redirect_policy};
 // Public only so `fuzz/` can drive the URL template directly.
 pub mod template;
 

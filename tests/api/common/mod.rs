@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod certs;
+pub mod cimd;
 pub mod idp;
 pub mod in_process;
 pub mod tasks;
@@ -293,6 +295,14 @@ pub fn load_toml(text: &str) -> Result<Settings, String> {
     let path = dir.path().join("toolgate.toml");
     std::fs::write(&path, text).expect("written");
     Settings::load(Some(&path)).map_err(|e| format!("{:#}", anyhow::Error::from(e)))
+}
+
+/// The TOML block under `heading` in a Markdown file (tests/docs_check.py then names the test
+/// that loads it instead of running `toolgate check-config` on it).
+pub fn toml_block(markdown: &str, heading: &str) -> String {
+    let section = markdown.split(heading).nth(1).expect("the section");
+    let block = section.split("```toml\n").nth(1).expect("a toml block");
+    block.split("```").next().expect("closed").to_owned()
 }
 
 /// Reads the JSON log lines of a child process until one has `message == wanted`.

@@ -1,0 +1,115 @@
+//! The authorization server's HTTP side ([`crate::authserver`] is the service): its
+//! endpoints, pages, cookies and rate limits.
+//!
+//! ```text
+//! GET  /.well-known/oauth-authorization-server   RFC 8414 metadata (also as openid-configuration)
+//! GET  /oauth/jwks                               the signing keys' public halves
+//! GET  /oauth/authorize                          starts a sign-in (browser)
+//! GET  /oauth/callback                           the identity provider's answer (browser)
+//! GET  /oauth/consent?tx=   POST /oauth/consent  the consent page and its answer (browser)
+//! POST /oauth/token   POST /oauth/revoke         codes, refresh, revocation (clients)
+//! POST /oauth/register                           dynamic registration, when enabled
+//! ```
+//!
+//! The machine endpoints answer any origin (CORS, for browser-based clients); the browser
+//! pages answer none (OA21 §3.1). Every endpoint is rate limited per client address.
+
+mod browser;
+mod machine;
+pub mod pages;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderMap, HeaderName, Method, header};
+use axum::routing::{get, post};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use tower_http::cors::{Any, CorsLayer};
+
+use crate::authserver::AuthServer;
+use crate::transport::client_ip::TrustedProxies;
+
+/// Largest form or registration body read.
+const MAX_BODY: usize = 16 * 1024;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct SignIn {
+    server: Arc<AuthServer>,
+    proxies: TrustedProxies,
+    per_minute: Arc<DefaultKeyedRateLimiter<IpAddr>>,
+    registrations: Arc<DefaultKeyedRateLimiter<IpAddr>>,
+}
+
+impl SignIn {
+    /// Whether `ip` may make one more request (and, for `register`, one more registration).
+    fn admit(&self, ip: Option<IpAddr>, register: bool) -> bool {
+        let Some(ip) = ip else { return true };
+        for limiter in [&self.per_minute, &self.registrations] {
+            // The keyed state grows with every address seen; drop idle ones now and then.
+            if limiter.len() > 50_000 {
+                limiter.retain_recent();
+            }
+        }
+        self.per_minute.check_key(&ip).is_ok() && (!register || self.registrations.check_key(&ip).is_ok())
+    }
+
+    fn client_ip(&self, extensions: &axum::http::Extensions, headers: &HeaderMap) -> Option<IpAddr> {
+        self.proxies.client_of(extensions, headers)
+    }
+
+    /// The browser-binding cookie's name: `__Host-` (only this origin, only https) when
+    /// the issuer is https (CON-03).
+    fn cookie_name(&self) -> &'static str {
+        if self.server.secure_cookies() { "__Host-toolgate-signin" } else { "toolgate-signin" }
+    }
+
+    fn cookie(&self, headers: &HeaderMap) -> Option<String> {
+        let name = self.cookie_name();
+        headers.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(';')).find_map(|pair| {
+            let (k, v) = pair.trim().split_once('=')?;
+            (k == name).then(|| v.to_owned())
+        })
+    }
+}
+
+/// The routes, when the authorization server is on.
+pub fn router(server: Arc<AuthServer>, proxies: TrustedProxies) -> Router {
+    let settings = server.settings();
+    let per_minute = Quota::per_minute(std::num::NonZeroU32::new(settings.requests_per_minute).unwrap_or(std::num::NonZeroU32::MIN));
+    let per_hour = Quota::per_hour(std::num::NonZeroU32::new(settings.registration.per_hour).unwrap_or(std::num::NonZeroU32::MIN));
+    let registration = settings.registration.mode != crate::config::authserver::RegistrationMode::Off;
+    let state = SignIn {
+        server,
+        proxies,
+        per_minute: Arc::new(RateLimiter::keyed(per_minute)),
+        registrations: Arc::new(RateLimiter::keyed(per_hour)),
+    };
+    let mut machine = Router::new()
+        .route("/.well-known/oauth-authorization-server", get(machine::metadata))
+        .route("/.well-known/openid-configuration", get(machine::metadata))
+        .route("/oauth/jwks", get(machine::jwks))
+        .route("/oauth/token", post(machine::token))
+        .route("/oauth/revoke", post(machine::revoke));
+    if registration {
+        machine = machine.route("/oauth/register", post(machine::register));
+    }
+    let cors = CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::GET, Method::POST])
+        .allow_headers([header::CONTENT_TYPE, header::AUTHORIZATION, HeaderName::from_static("mcp-protocol-version")])
+        .max_age(Duration::from_secs(600));
+    let browser = Router::new()
+        .route("/oauth/authorize", get(browser::authorize))
+        .route("/oauth/callback", get(browser::callback))
+        .route("/oauth/consent", get(browser::consent_page).post(browser::consent_answer));
+    machine.layer(cors).merge(browser).layer(DefaultBodyLimit::max(MAX_BODY)).with_state(state)
+}
+
+/// `name=value&…` pairs of a query string or form body, decoded, repeats kept.
+fn pairs(raw: &[u8]) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(raw).take(64).map(|(k, v)| (k.into_owned(), v.into_owned())).collect()
+}
