@@ -35,6 +35,7 @@ pub fn http_client() -> Result<reqwest::Client, String> {
         .redirect(reqwest::redirect::Policy::none())
         .timeout(TIMEOUT)
         .connect_timeout(TIMEOUT / 2)
+        .pool_max_idle_per_host(0)
         .build()
         .map_err(|e| format!("cannot build the identity provider's HTTP client: {e}"))
 }
