@@ -67,6 +67,8 @@ else
   DOCS_CHECK_ALREADY_RUN=tests/deploy_check.sh,tests/helm_check.sh tests/docs_check.sh
   step "tests/cluster/topology.sh (3 replicas behind nginx, Postgres, Redis: sessions, list_changed, quotas, kill -9)"
   tests/cluster/topology.sh
+  step "tests/cluster/signin.sh (sign-in through toolgate's authorization server, 3 replicas behind nginx)"
+  tests/cluster/signin.sh
   # The benchmark's smoke test: every step of benches/run.sh at tiny sizes, with toolgate and two
   # of the peers from ../shared/bench. It fails on errors, never on a slow figure (BENCHMARKS.md).
   step "benches/run.sh --short (benchmark smoke test)"

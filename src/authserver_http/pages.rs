@@ -40,12 +40,11 @@ fn page(status: StatusCode, title: &str, body: &str) -> Response {
     let mut res = (status, html).into_response();
     let h = res.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
-    // CON-01: no framing; no script at all; the form posts only here.
+    // CON-01: no framing; no script at all. No form-action: browsers apply it to the redirect
+    // that follows the consent form's POST, which goes to the client's redirect URI.
     h.insert(
         header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-        ),
+        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'"),
     );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

@@ -2,7 +2,9 @@
 # End-to-end tests: the real toolgate binary driven by the official MCP client SDKs (Python mcp
 # 1.x and 2.x, TypeScript), over Streamable HTTP and the legacy HTTP+SSE transport, and the
 # 2025-11-25 tasks through the Python 1.x SDK's task API (tests/e2e/py_tasks_client.py), then OAuth
-# end to end against a real authorization server (tests/e2e/oauth.sh), then per-caller RFC 8693
+# end to end against a real authorization server (tests/e2e/oauth.sh), then sign-in through
+# toolgate's own authorization server at a real OpenID Connect provider, the user in a headless
+# Chromium (tests/e2e/signin.sh), then per-caller RFC 8693
 # token exchange for an upstream at that authorization server (tests/e2e/upstream_oauth.sh), then
 # declarative tools served from nothing but a tools directory (tests/e2e/tools.sh), then the tools
 # of upstream MCP servers (server-everything, FastMCP, rmcp) served through toolgate
@@ -17,6 +19,7 @@
 #   E2E_PORTS              loopback ports to try for the server, FIRST-LAST (default 18200-18299)
 #   E2E_CLIENT_TIMEOUT     seconds each client run may take (default 120)
 #   E2E_OAUTH_TIMEOUT      seconds tests/e2e/oauth.sh may take (default 600)
+#   E2E_SIGNIN_TIMEOUT     seconds tests/e2e/signin.sh may take (default 300)
 #   E2E_UPSTREAM_OAUTH_TIMEOUT  seconds tests/e2e/upstream_oauth.sh may take (default 300)
 #   E2E_TOOLS_TIMEOUT      seconds tests/e2e/tools.sh may take (default 300)
 #   E2E_UPSTREAMS_TIMEOUT  seconds tests/e2e/upstreams.sh may take (default 600; the first run
@@ -32,6 +35,7 @@ PROFILE="${E2E_PROFILE:-debug}"
 PORTS="${E2E_PORTS:-18200-18299}"
 CLIENT_TIMEOUT="${E2E_CLIENT_TIMEOUT:-120}"
 OAUTH_TIMEOUT="${E2E_OAUTH_TIMEOUT:-600}"
+SIGNIN_TIMEOUT="${E2E_SIGNIN_TIMEOUT:-300}"
 UPSTREAM_OAUTH_TIMEOUT="${E2E_UPSTREAM_OAUTH_TIMEOUT:-300}"
 TOOLS_TIMEOUT="${E2E_TOOLS_TIMEOUT:-300}"
 UPSTREAMS_TIMEOUT="${E2E_UPSTREAMS_TIMEOUT:-600}"
@@ -60,7 +64,7 @@ case "$PROFILE" in
 esac
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE/toolgate"
 [ -x "$BIN" ] || { log "no binary at $BIN" && exit 2; }
-export TOOLGATE_BIN="$BIN" # for oauth.sh, upstream_oauth.sh, tools.sh, upstreams.sh, upstreams_modern.sh and conformance.sh
+export TOOLGATE_BIN="$BIN" # for oauth.sh, signin.sh, upstream_oauth.sh, tools.sh, upstreams.sh, upstreams_modern.sh and conformance.sh
 
 # ---- server ---------------------------------------------------------------------------------
 # Default auth (dev mode): every client sends a token minted below with this key.
@@ -130,6 +134,12 @@ rc=0
 E2E_CLIENT_TIMEOUT="$CLIENT_TIMEOUT" timeout -k 10 "$OAUTH_TIMEOUT" bash "$E2E/oauth.sh" || rc=$?
 [ "$rc" = 124 ] && log "oauth.sh: killed after ${OAUTH_TIMEOUT}s"
 record "oauth" "$rc"
+
+# ---- sign-in through toolgate's own authorization server (starts its own provider, browser, servers)
+rc=0
+timeout -k 10 "$SIGNIN_TIMEOUT" bash "$E2E/signin.sh" || rc=$?
+[ "$rc" = 124 ] && log "signin.sh: killed after ${SIGNIN_TIMEOUT}s"
+record "sign-in (authorization server)" "$rc"
 
 # ---- per-caller token exchange for an upstream (starts its own AS, upstream and server) ------
 rc=0

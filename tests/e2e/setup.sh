@@ -8,6 +8,7 @@
 #   tests/e2e/setup.sh node22 py-mcp1     # only some components
 #   tests/e2e/setup.sh oauth-as           # only what tests/e2e/oauth.sh adds
 #   tests/e2e/setup.sh upstreams          # only what tests/e2e/upstreams.sh adds
+#   tests/e2e/setup.sh browser            # only the browser of tests/e2e/signin.sh
 #   tests/e2e/setup.sh py-mcp1 py-mcp2    # all tests/e2e/upstreams_modern.sh needs
 #
 # Components and the layout tests/e2e/run.sh and tests/e2e/conformance.sh rely on:
@@ -24,6 +25,12 @@
 #                             tests/e2e/upstreams.sh puts behind toolgate (over stdio and
 #                             Streamable HTTP), exactly as in
 #                             tests/e2e/npm/upstreams/package-lock.json (npm ci; runs on node22/node)
+#   browser/node_modules      playwright-core 1.65.1, exactly as in tests/e2e/npm/browser/package-lock.json
+#                             (npm ci; runs on node22/node): the driver of the headless Chromium in
+#                             which tests/e2e/signin.sh and tests/cluster/signin.sh play the user.
+#                             The browser is Debian's (/usr/bin/chromium, package `chromium`),
+#                             installed with apt-get when missing and this runs as root (or with
+#                             sudo); never downloaded by Playwright
 #   py-mcp1, py-mcp2          venvs with PyPI mcp 1.30.0 / 2.3.0, exactly as in
 #                             tests/e2e/requirements/py-mcp{1,2}.lock.txt; py-mcp2 also runs the
 #                             2026-07-28 upstream of tests/e2e/upstreams_modern.sh (the SDK's
@@ -47,8 +54,10 @@ OIDC_PROVIDER_VERSION=9.13.3
 MCP1_VERSION=1.30.0
 MCP2_VERSION=2.3.0
 EVERYTHING_VERSION=2026.8.31
+PLAYWRIGHT_VERSION=1.65.1
+CHROMIUM=/usr/bin/chromium
 
-ALL=(node22 node conformance-next py-mcp1 py-mcp2 oauth-as upstreams)
+ALL=(node22 node conformance-next py-mcp1 py-mcp2 oauth-as upstreams browser)
 
 log() { printf '[e2e setup] %s\n' "$*" >&2; }
 die() {
@@ -131,12 +140,31 @@ install_venv() { # component lockfile
   printf '%s' "$fp" >"$dir/$MARKER"
 }
 
+# Debian's Chromium (the browser Playwright drives; never one Playwright downloads).
+install_chromium() {
+  [ -x "$CHROMIUM" ] && return
+  command -v apt-get >/dev/null || die "$CHROMIUM is missing and there is no apt-get: install Chromium so that $CHROMIUM runs it"
+  local as_root=()
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null && sudo -n true 2>/dev/null ||
+      die "$CHROMIUM is missing: run 'apt-get install -y chromium' as root (this script is not root and has no sudo)"
+    as_root=(sudo -n)
+  fi
+  log "browser: installing Debian's chromium (apt-get)"
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends chromium >&2 ||
+    { DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get update -qq >&2 &&
+      DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends chromium >&2; } ||
+    die "apt-get install chromium failed"
+  [ -x "$CHROMIUM" ] || die "no $CHROMIUM after apt-get install chromium"
+}
+
 install() { # component
   case "$1" in
     node22) install_node22 ;;
     node | conformance-next) install_npm_locked "$1" ;;
     oauth-as) install_npm_locked oauth-as "$HERE/oauth" ;;
     upstreams) install_npm_locked upstreams ;;
+    browser) install_chromium && install_npm_locked browser ;;
     py-mcp1) install_venv py-mcp1 "$HERE/requirements/py-mcp1.lock.txt" ;;
     py-mcp2) install_venv py-mcp2 "$HERE/requirements/py-mcp2.lock.txt" ;;
   esac
@@ -194,6 +222,23 @@ everything_stdio() {
       protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'setup', version: '0' } } }) + '\\n');" \
     "$HARNESS_DIR/upstreams/node_modules/@modelcontextprotocol/server-everything"
 }
+# Starts the headless Chromium through playwright-core, renders a page, prints the driver's version.
+browser_check() {
+  "$N22" --input-type=module -e "
+    import path from 'node:path';
+    import { createRequire } from 'node:module';
+    const require = createRequire(path.join(process.argv[1], 'package.json'));
+    const { chromium } = require('playwright-core');
+    const browser = await chromium.launch({ executablePath: process.argv[2], headless: true, timeout: 30000,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+    const page = await browser.newPage();
+    await page.setContent('<p id=x>ok</p>');
+    const text = await page.textContent('#x');
+    await browser.close();
+    if (text !== 'ok') throw new Error('the page rendered ' + text);
+    console.log(require('playwright-core/package.json').version);" \
+    "$HARNESS_DIR/browser" "$CHROMIUM"
+}
 conformance_cli() { # component
   "$N22" "$HARNESS_DIR/$1/node_modules/@modelcontextprotocol/conformance/dist/index.js" --version
 }
@@ -217,11 +262,12 @@ verify() { # component
       ;;
     oauth-as) expect "oidc-provider" "$OIDC_PROVIDER_VERSION" oidc_provider ;;
     upstreams) expect "@modelcontextprotocol/server-everything (stdio)" "$EVERYTHING_VERSION" everything_stdio ;;
+    browser) expect "playwright-core (driving $("$CHROMIUM" --version 2>/dev/null))" "$PLAYWRIGHT_VERSION" browser_check ;;
   esac
 }
 
 # The npm components are checked with Node 22, so it is part of them, and installed first.
-case " ${WANT[*]} " in *" node "* | *" conformance-next "* | *" oauth-as "* | *" upstreams "*) WANT+=(node22) ;; esac
+case " ${WANT[*]} " in *" node "* | *" conformance-next "* | *" oauth-as "* | *" upstreams "* | *" browser "*) WANT+=(node22) ;; esac
 for c in "${ALL[@]}"; do
   case " ${WANT[*]} " in *" $c "*) ;; *) continue ;; esac
   install "$c"

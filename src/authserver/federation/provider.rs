@@ -35,6 +35,7 @@ pub fn http_client() -> Result<reqwest::Client, String> {
         .redirect(reqwest::redirect::Policy::none())
         .timeout(TIMEOUT)
         .connect_timeout(TIMEOUT / 2)
+        .pool_max_idle_per_host(0)
         .build()
         .map_err(|e| format!("cannot build the identity provider's HTTP client: {e}"))
 }
@@ -42,7 +43,7 @@ pub fn http_client() -> Result<reqwest::Client, String> {
 /// One request for openidconnect, its body read up to [`MAX_BODY`].
 pub async fn send(http: reqwest::Client, request: HttpRequest) -> Result<HttpResponse, HttpError> {
     let request = reqwest::Request::try_from(request).map_err(|e| HttpError(format!("bad request: {e}")))?;
-    let mut response = http.execute(request).await.map_err(|e| HttpError(format!("request failed: {e}")))?;
+    let mut response = http.execute(request).await.map_err(|e| HttpError(format!("request failed: {}", error_chain(&e))))?;
     if response.content_length().is_some_and(|n| n > MAX_BODY as u64) {
         return Err(HttpError(format!("response larger than {MAX_BODY} bytes")));
     }
