@@ -40,8 +40,7 @@ fn page(status: StatusCode, title: &str, body: &str) -> Response {
     let mut res = (status, html).into_response();
     let h = res.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
-    // CON-01: no framing; no script at all. No form-action: browsers apply it to the redirect
-    // that follows the consent form's POST, which goes to the client's redirect URI.
+    // CON-01: no framing; no script at all. The consent page adds its form-action.
     h.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; frame-ancestors 'none'; base-uri 'none'"),
@@ -105,7 +104,22 @@ pub fn consent(view: &ConsentView) -> Response {
         tx = esc(&view.tx),
         csrf = esc(&view.csrf),
     );
-    page(StatusCode::OK, "Allow access?", &body)
+    let mut res = page(StatusCode::OK, "Allow access?", &body);
+    // The form posts here only, and browsers also apply form-action to the redirect that
+    // follows the POST: so the client's redirect target (its origin, or its private scheme)
+    // is the one other destination allowed.
+    let target = url::Url::parse(&view.redirect_uri).ok().map(|u| match u.scheme() {
+        "http" | "https" => u.origin().ascii_serialization(),
+        scheme => format!("{scheme}:"),
+    });
+    let csp = format!(
+        "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self' {}; frame-ancestors 'none'; base-uri 'none'",
+        target.unwrap_or_default()
+    );
+    if let Ok(value) = HeaderValue::from_str(&csp) {
+        res.headers_mut().insert(header::CONTENT_SECURITY_POLICY, value);
+    }
+    res
 }
 
 #[cfg(test)]
