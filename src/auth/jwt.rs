@@ -153,8 +153,9 @@ impl JwtVerifier {
             audiences: vec![resource],
             algorithms: vec![Algorithm::ES256],
             hmac: None,
-            // Issuer and verifier share this process's clock: no skew to allow for.
-            leeway: 0,
+            // Replicas sign and verify with clocks kept by NTP: a few seconds is ample, and a
+            // short-lived token should not live 30 s longer.
+            leeway: 5,
             jwks: Some(Arc::new(JwksSource::fixed(&name, keys))),
             local: Some(revoked),
         };
