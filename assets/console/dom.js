@@ -107,3 +107,34 @@ export function fmtBytes(n) {
 export function fmtCount(n) {
   return n === null || n === undefined ? "–" : Number(n).toLocaleString();
 }
+
+// ---- View furniture (shared by the views' files) ----
+
+/// A view's heading with buttons on the right.
+export function heading(title, ...actions) {
+  return h("div", { class: "view-head" }, h("h1", null, title), h("div", { class: "actions" }, actions));
+}
+
+export function button(label, onclick, attrs = {}) {
+  return h("button", { type: "button", ...attrs, onclick }, label);
+}
+
+/// Runs an action from a button: disabled while it runs, failures to `ctx.fail`.
+export function action(ctx, fn) {
+  return async (event) => {
+    const el = event.currentTarget;
+    el.disabled = true;
+    try {
+      await fn();
+    } catch (error) {
+      ctx.fail(error);
+    } finally {
+      el.disabled = false;
+    }
+  };
+}
+
+export function updated() {
+  return h("span", { class: "muted updated" }, `updated ${new Date().toLocaleTimeString()}`);
+}
+

@@ -4,39 +4,12 @@
 // once the operator has moved to another view.
 
 import * as api from "./api.js";
-import { ago, badge, fmtBytes, fmtCount, fmtMs, fmtSeconds, fmtTime, h, json, replace, stat, table } from "./dom.js";
+import { action, ago, badge, button, fmtBytes, fmtCount, fmtMs, fmtSeconds, fmtTime, h, heading, json, replace, stat, table, updated } from "./dom.js";
+import { grants } from "./grants.js";
 import { schemaForm } from "./form.js";
 
 const OUTCOMES = ["ok", "tool_error", "timeout", "cancelled", "denied", "rate_limited", "invalid_input", "internal_error"];
-const KINDS = ["tool_call", "auth_failure", "authz_denied", "rate_limited", "registry_change", "admin_change", "task_change"];
-
-/// A view's heading with buttons on the right.
-function heading(title, ...actions) {
-  return h("div", { class: "view-head" }, h("h1", null, title), h("div", { class: "actions" }, actions));
-}
-
-function button(label, onclick, attrs = {}) {
-  return h("button", { type: "button", ...attrs, onclick }, label);
-}
-
-/// Runs an action from a button: disabled while it runs, failures to `ctx.fail`.
-function action(ctx, fn) {
-  return async (event) => {
-    const el = event.currentTarget;
-    el.disabled = true;
-    try {
-      await fn();
-    } catch (error) {
-      ctx.fail(error);
-    } finally {
-      el.disabled = false;
-    }
-  };
-}
-
-function updated() {
-  return h("span", { class: "muted updated" }, `updated ${new Date().toLocaleTimeString()}`);
-}
+const KINDS = ["tool_call", "auth_failure", "authz_denied", "rate_limited", "registry_change", "admin_change", "task_change", "oauth"];
 
 // ---- Overview -----------------------------------------------------------------------------
 
@@ -507,4 +480,4 @@ function callResult(r) {
   );
 }
 
-export const views = { overview, tools, upstreams, sessions, audit, try: tryTool };
+export const views = { overview, tools, upstreams, sessions, grants, audit, try: tryTool };

@@ -52,13 +52,14 @@ macro_rules! asset {
 }
 
 static PAGE: Asset = asset!("index.html", "text/html; charset=utf-8");
-static ASSETS: [Asset; 7] = [
+static ASSETS: [Asset; 8] = [
     asset!("console.css", "text/css; charset=utf-8"),
     asset!("app.js", "text/javascript; charset=utf-8"),
     asset!("api.js", "text/javascript; charset=utf-8"),
     asset!("dom.js", "text/javascript; charset=utf-8"),
     asset!("form.js", "text/javascript; charset=utf-8"),
     asset!("views.js", "text/javascript; charset=utf-8"),
+    asset!("grants.js", "text/javascript; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 

@@ -297,6 +297,12 @@ async function tokenRun(page, keepSession) {
     await shot(page, "08-sessions");
   });
 
+  await check("sign-ins: says when the authorization server is off", async () => {
+    await nav(page, "grants");
+    const text = await page.textContent("#view");
+    assert(text.includes("authorization server is off"), text);
+  });
+
   await check("upstreams: state and last error", async () => {
     await nav(page, "upstreams");
     await page.waitForSelector("#view table");
