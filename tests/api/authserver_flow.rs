@@ -141,13 +141,18 @@ impl As {
         self.url("/mcp")
     }
 
+    /// `POST /oauth/register` with `body`.
+    async fn register_raw(&self, body: &Value) -> Response {
+        self.http.post(self.url("/oauth/register")).json(body).send().await.expect("register")
+    }
+
     /// Registers a public client (DCR) with [`REDIRECT`] and refresh tokens; its id.
     async fn register(&self) -> String {
         let body = json!({
             "client_name": "Battery", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none",
             "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
         });
-        let res = self.http.post(self.url("/oauth/register")).json(&body).send().await.expect("register");
+        let res = self.register_raw(&body).await;
         assert_eq!(res.status(), StatusCode::CREATED);
         let registered: Value = res.json().await.expect("JSON");
         registered["client_id"].as_str().expect("client_id").to_owned()
@@ -814,4 +819,295 @@ async fn bbx59_no_307_anywhere_in_the_flow() {
     let consent = a.callback_to_consent(&began).await;
     let (tx, csrf) = a.consent_form(&consent, &began.cookie).await;
     assert_eq!(a.answer(&tx, &csrf, "deny", Some(&began.cookie)).await.status(), StatusCode::SEE_OTHER);
+}
+
+/// `params` with `name` set to `value` (added when absent).
+fn with(mut params: Vec<(String, String)>, name: &str, value: &str) -> Vec<(String, String)> {
+    match params.iter_mut().find(|(k, _)| k == name) {
+        Some(pair) => pair.1 = value.to_owned(),
+        None => params.push((name.to_owned(), value.to_owned())),
+    }
+    params
+}
+
+fn without(mut params: Vec<(String, String)>, name: &str) -> Vec<(String, String)> {
+    params.retain(|(k, _)| k != name);
+    params
+}
+
+// ---------------------------------------------------------------------------------------------
+// More rows: discovery, PKCE syntax, codes, registration, consent memory, ID tokens
+// ---------------------------------------------------------------------------------------------
+
+/// BBX-2: the OpenID discovery URL answers with the same issuer.
+#[tokio::test]
+async fn bbx2_every_discovery_url_names_the_same_issuer() {
+    let a = As::start().await;
+    for path in ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"] {
+        let res = a.get(path, None).await;
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        let meta: Value = res.json().await.expect("JSON");
+        assert_eq!(meta["issuer"], json!(a.origin), "{path}");
+    }
+}
+
+/// BBX-7: a challenge of 42 characters, or with a character outside the PKCE set.
+#[tokio::test]
+async fn bbx7_a_challenge_of_bad_syntax_is_invalid_request() {
+    let a = As::start().await;
+    let client_id = a.register().await;
+    let good = pkce().challenge;
+    for bad in [good[..42].to_owned(), format!("{}+", &good[..42]), format!("{}=", &good[..43])] {
+        let params = with(a.request(&client_id, &pkce()), "code_challenge", &bad);
+        assert_refusal_page(a.authorize(&params).await, &a, "invalid_request").await;
+    }
+}
+
+/// BBX-13: a code redeemed by another client (with the right verifier) is `invalid_grant`,
+/// and the real client can still redeem it.
+#[tokio::test]
+async fn bbx13_a_code_redeemed_by_another_client_is_invalid_grant() {
+    let a = As::start().await;
+    let (client_id, thief) = (a.register().await, a.register().await);
+    let pkce = pkce();
+    let code = param(&a.code_redirect(&client_id, &pkce).await, "code").expect("code");
+    let res = a.redeem(&thief, &code, &pkce.verifier).await;
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(error_of(res).await, "invalid_grant");
+    assert_eq!(a.redeem(&client_id, &code, &pkce.verifier).await.status(), StatusCode::OK);
+}
+
+/// BBX-15: an unregistered redirect URI and a bad scope: the redirect URI is checked first,
+/// so an error page without a link back.
+#[tokio::test]
+async fn bbx15_a_bad_redirect_uri_is_reported_before_a_bad_scope() {
+    let a = As::start().await;
+    let client_id = a.register().await;
+    let params = with(with(a.request(&client_id, &pkce()), "redirect_uri", "https://evil.example/cb"), "scope", "zzz");
+    let res = a.authorize(&params).await;
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    assert!(header(&res, "location").is_empty());
+    assert!(!res.text().await.expect("page").contains("Return to the application"));
+}
+
+/// BBX-18: a registered loopback redirect matches on any port.
+#[tokio::test]
+async fn bbx18_a_loopback_redirect_uri_matches_on_any_port() {
+    let a = As::start().await;
+    let client_id = a.register().await;
+    let began = a.begin(&with(a.request(&client_id, &pkce()), "redirect_uri", "http://127.0.0.1:54321/cb")).await;
+    let consent = a.callback_to_consent(&began).await;
+    let (tx, csrf) = a.consent_form(&consent, &began.cookie).await;
+    let res = a.answer(&tx, &csrf, "approve", Some(&began.cookie)).await;
+    assert!(header(&res, "location").starts_with("http://127.0.0.1:54321/cb?code="), "{}", header(&res, "location"));
+}
+
+/// BBX-22: the token request names another redirect URI than the authorization request.
+#[tokio::test]
+async fn bbx22_another_redirect_uri_at_the_token_endpoint_is_invalid_grant() {
+    let a = As::start().await;
+    let client_id = a.register().await;
+    let pkce = pkce();
+    let code = param(&a.code_redirect(&client_id, &pkce).await, "code").expect("code");
+    let res = a
+        .token(&[
+            ("grant_type", "authorization_code"),
+            ("client_id", &client_id),
+            ("code", &code),
+            ("code_verifier", &pkce.verifier),
+            ("redirect_uri", "http://127.0.0.1:9999/cb"),
+        ])
+        .await;
+    assert_eq!(error_of(res).await, "invalid_grant");
+}
+
+/// BBX-23, BBX-24, BBX-25: registration refuses bad redirect URIs; a good public one is
+/// answered 201 with a generated id (a client-chosen one ignored), the redirect URIs echoed
+/// and no secret.
+#[tokio::test]
+async fn bbx23_to_25_registration_over_http() {
+    let a = As::start().await;
+    for bad in ["http://evil.example/cb", "javascript:alert(1)", "https://a.example/cb#f", "https://*.a.example/cb"] {
+        let res = a.register_raw(&json!({"redirect_uris": [bad], "token_endpoint_auth_method": "none"})).await;
+        assert_eq!(res.status(), StatusCode::BAD_REQUEST, "{bad}");
+        assert_eq!(error_of(res).await, "invalid_redirect_uri", "{bad}");
+    }
+    let body = json!({"client_id": "admin", "client_secret": "mine", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"});
+    let res = a.register_raw(&body).await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    assert_eq!(header(&res, "cache-control"), "no-store");
+    let registered: Value = res.json().await.expect("JSON");
+    let id = registered["client_id"].as_str().expect("client_id");
+    assert!(id != "admin" && !id.starts_with("https://"), "{id}");
+    assert_eq!(registered["redirect_uris"], json!([REDIRECT]));
+    assert!(registered.get("client_secret").is_none(), "{registered}");
+}
+
+/// BBX-29 and BBX-30: the resource differing only in the case of its host is this server's
+/// (the token's `aud` is the canonical form); no resource at all means the one endpoint.
+#[tokio::test]
+async fn bbx29_bbx30_resource_variants_and_omission_give_the_canonical_audience() {
+    let a = As::start().await;
+    let client_id = a.register().await;
+    let upper = a.resource().replace("http://127.0.0.1", "HTTP://127.0.0.1");
+    for params in [with(a.request(&client_id, &pkce()), "resource", &upper), without(a.request(&client_id, &pkce()), "resource")] {
+        let pkce = pkce();
+        let params = with(params, "code_challenge", &pkce.challenge);
+        let began = a.begin(&params).await;
+        let back = a.at_idp(&began.idp_url).await;
+        let res = a.get(&back, Some(&began.cookie)).await;
+        let mut to_client = header(&res, "location");
+        if to_client.starts_with("/oauth/consent") {
+            let (tx, csrf) = a.consent_form(&to_client, &began.cookie).await;
+            to_client = header(&a.answer(&tx, &csrf, "approve", Some(&began.cookie)).await, "location");
+        }
+        let code = param(&to_client, "code").expect("code");
+        let form = [("grant_type", "authorization_code"), ("client_id", &client_id), ("code", &code), ("code_verifier", &pkce.verifier)];
+        let body: Value = a.token(&form).await.json().await.expect("JSON");
+        assert_eq!(claims_of(body["access_token"].as_str().expect("access token"))["aud"], json!(a.resource()));
+    }
+}
+
+/// BBX-34: `state` with `+/=%` characters is echoed byte for byte; without `state` the flow
+/// works and the answer has none.
+#[tokio::test]
+async fn bbx34_state_is_echoed_exactly_and_absent_when_absent() {
+    let a = As::start().await;
+    let odd = "a+b/c=d%e f&g";
+    for (state, client_id) in [(Some(odd), a.register().await), (None, a.register().await)] {
+        let params = a.request(&client_id, &pkce());
+        let params = match state {
+            Some(s) => with(params, "state", s),
+            None => without(params, "state"),
+        };
+        let began = a.begin(&params).await;
+        let consent = a.callback_to_consent(&began).await;
+        let (tx, csrf) = a.consent_form(&consent, &began.cookie).await;
+        let to_client = header(&a.answer(&tx, &csrf, "approve", Some(&began.cookie)).await, "location");
+        assert_eq!(param(&to_client, "state").as_deref(), state, "{to_client}");
+        assert!(param(&to_client, "code").is_some());
+    }
+}
+
+/// BBX-35: a repeated `code_challenge` is `invalid_request`; a repeated `redirect_uri` is an
+/// error page without a link back.
+#[tokio::test]
+async fn bbx35_repeated_parameters_are_refused() {
+    let a = As::start().await;
+    let client_id = a.register().await;
+    let mut twice = a.request(&client_id, &pkce());
+    twice.push(("code_challenge".into(), pkce().challenge));
+    assert_refusal_page(a.authorize(&twice).await, &a, "invalid_request").await;
+    let mut two_redirects = a.request(&client_id, &pkce());
+    two_redirects.push(("redirect_uri".into(), REDIRECT.into()));
+    let res = a.authorize(&two_redirects).await;
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    assert!(header(&res, "location").is_empty());
+    assert!(!res.text().await.expect("page").contains("Return to the application"));
+}
+
+/// BBX-38: a confidential client failing HTTP Basic authentication: 401 with
+/// `WWW-Authenticate: Basic`.
+#[tokio::test]
+async fn bbx38_a_bad_basic_secret_is_401_with_a_basic_challenge() {
+    let a = As::start().await;
+    let res =
+        a.register_raw(&json!({"redirect_uris": ["https://app.example/cb"], "token_endpoint_auth_method": "client_secret_basic"})).await;
+    assert_eq!(res.status(), StatusCode::CREATED);
+    let registered: Value = res.json().await.expect("JSON");
+    let id = registered["client_id"].as_str().expect("client_id");
+    let basic = base64::engine::general_purpose::STANDARD.encode(format!("{id}:wrong-secret"));
+    let res = a
+        .http
+        .post(a.url("/oauth/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("authorization", format!("Basic {basic}"))
+        .body("grant_type=authorization_code&code=x&code_verifier=y")
+        .send()
+        .await
+        .expect("token");
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    assert!(header(&res, "www-authenticate").starts_with("Basic"), "{}", header(&res, "www-authenticate"));
+    assert_eq!(error_of(res).await, "invalid_client");
+}
+
+/// BBX-41: a refresh asking for more scope, another resource, or by another client is
+/// refused (`invalid_scope`, `invalid_target`, `invalid_grant`), and a refused refresh does
+/// not use the refresh token up: the client's next, correct refresh works.
+#[tokio::test]
+async fn bbx41_refresh_escalation_is_refused_and_leaves_the_refresh_token_usable() {
+    let a = As::start().await;
+    let tokens = a.sign_in().await;
+    let other = a.register().await;
+    let rt = tokens.refresh.as_str();
+    let more = a
+        .token(&[
+            ("grant_type", "refresh_token"),
+            ("client_id", &tokens.client_id),
+            ("refresh_token", rt),
+            ("scope", "mcp:tools mcp:admin"),
+        ])
+        .await;
+    assert_eq!(error_of(more).await, "invalid_scope");
+    let elsewhere = a.url("/other");
+    let resource = a
+        .token(&[("grant_type", "refresh_token"), ("client_id", &tokens.client_id), ("refresh_token", rt), ("resource", &elsewhere)])
+        .await;
+    assert_eq!(error_of(resource).await, "invalid_target");
+    assert_eq!(error_of(a.refresh(&other, rt).await).await, "invalid_grant");
+
+    let res = a.refresh(&tokens.client_id, rt).await;
+    assert_eq!(res.status(), StatusCode::OK, "a refused refresh used the token up: {}", res.text().await.unwrap_or_default());
+    assert_eq!(a.mcp_status(&tokens.access).await, StatusCode::OK);
+}
+
+/// BBX-54 (and remembered consent, CON-05): a second sign-in of the same user and client,
+/// started by the user, skips consent; one started from a cross-site page asks again.
+#[tokio::test]
+async fn bbx54_remembered_consent_is_not_used_for_a_cross_site_request() {
+    let a = As::start().await;
+    let client_id = a.register().await;
+    a.code_redirect(&client_id, &pkce()).await;
+
+    let began = a.begin(&a.request(&client_id, &pkce())).await;
+    let res = a.get(&a.at_idp(&began.idp_url).await, Some(&began.cookie)).await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    assert!(param(&header(&res, "location"), "code").is_some(), "remembered consent: {}", header(&res, "location"));
+
+    let mut url = url::Url::parse(&a.url("/oauth/authorize")).expect("url");
+    url.query_pairs_mut().extend_pairs(a.request(&client_id, &pkce()));
+    let res = a.http.get(url).header("sec-fetch-site", "cross-site").send().await.expect("authorize");
+    assert_eq!(res.status(), StatusCode::FOUND);
+    let cookie = header(&res, "set-cookie").split(';').next().expect("cookie").to_owned();
+    let began = Began { cookie, idp_url: header(&res, "location") };
+    a.callback_to_consent(&began).await;
+}
+
+/// BBX-56 over HTTP: the identity provider answers with a bad ID token (another nonce):
+/// the callback is refused, no code, no redirect.
+#[tokio::test]
+async fn bbx56_a_bad_id_token_at_the_callback_gives_no_code() {
+    let a = As::start().await;
+    let client_id = a.register().await;
+    let began = a.begin(&a.request(&client_id, &pkce())).await;
+    let back = a.at_idp(&began.idp_url).await;
+    a.idp.answer_with(a.idp.key.sign(&a.idp.claims("another-nonce")));
+    let res = a.get(&back, Some(&began.cookie)).await;
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    assert!(header(&res, "location").is_empty());
+}
+
+/// BBX-58 (for an http issuer on loopback, where `__Host-` and `Secure` cannot apply): the
+/// binding cookie is HttpOnly, SameSite=Lax, for the whole origin, and lives as long as a
+/// transaction.
+#[tokio::test]
+async fn bbx58_the_binding_cookie_is_http_only_and_same_site_lax() {
+    let a = As::start().await;
+    let client_id = a.register().await;
+    let res = a.authorize(&a.request(&client_id, &pkce())).await;
+    let cookie = header(&res, "set-cookie");
+    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/", "Max-Age=600"] {
+        assert!(cookie.split("; ").any(|a| a == attribute), "{attribute} missing: {cookie}");
+    }
+    assert_eq!(cookie.split(';').next().expect("pair").split_once('=').expect("=").1.len(), 43);
 }
