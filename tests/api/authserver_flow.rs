@@ -338,6 +338,19 @@ impl As {
             .expect("tools/list")
     }
 
+    /// `claims` signed with toolgate's own signing key (its published `kid`), with `typ`.
+    async fn sign_as_toolgate(&self, typ: Option<&str>, claims: &Value) -> String {
+        let jwks: Value = self.get("/oauth/jwks", None).await.json().await.expect("JWKS");
+        let kid = jwks["keys"][0]["kid"].as_str().expect("kid");
+        let secret = <p256::SecretKey as p256::pkcs8::DecodePrivateKey>::from_pkcs8_pem(&self.key_pem).expect("EC key");
+        let der = p256::pkcs8::EncodePrivateKey::to_pkcs8_der(&secret).expect("PKCS#8");
+        let key = jsonwebtoken::EncodingKey::from_ec_der(der.as_bytes());
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = Some(kid.to_owned());
+        header.typ = typ.map(str::to_owned);
+        jsonwebtoken::encode(&header, claims, &key).expect("signed")
+    }
+
     async fn mcp_status(&self, token: &str) -> StatusCode {
         self.tools_list(token).await.status()
     }
@@ -721,18 +734,10 @@ async fn bbx32_an_id_token_or_a_non_access_token_jwt_is_refused_at_mcp() {
     }
 
     // The access token's own claims, re-signed with toolgate's key without `typ: at+jwt`.
-    let jwks: Value = a.get("/oauth/jwks", None).await.json().await.expect("JWKS");
-    let kid = jwks["keys"][0]["kid"].as_str().expect("kid");
-    let secret = <p256::SecretKey as p256::pkcs8::DecodePrivateKey>::from_pkcs8_pem(&a.key_pem).expect("EC key");
-    let der = p256::pkcs8::EncodePrivateKey::to_pkcs8_der(&secret).expect("PKCS#8");
-    let key = jsonwebtoken::EncodingKey::from_ec_der(der.as_bytes());
-    let mut plain = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-    plain.kid = Some(kid.to_owned());
-    let forged = jsonwebtoken::encode(&plain, &claims_of(&tokens.access), &key).expect("signed");
+    let forged = a.sign_as_toolgate(None, &claims_of(&tokens.access)).await;
     assert_eq!(a.mcp_status(&forged).await, StatusCode::UNAUTHORIZED);
     // The same with the right type is accepted: the type alone made the difference.
-    plain.typ = Some("at+jwt".into());
-    let typed = jsonwebtoken::encode(&plain, &claims_of(&tokens.access), &key).expect("signed");
+    let typed = a.sign_as_toolgate(Some("at+jwt"), &claims_of(&tokens.access)).await;
     assert_eq!(a.mcp_status(&typed).await, StatusCode::OK);
 }
 
@@ -1110,4 +1115,60 @@ async fn bbx58_the_binding_cookie_is_http_only_and_same_site_lax() {
         assert!(cookie.split("; ").any(|a| a == attribute), "{attribute} missing: {cookie}");
     }
     assert_eq!(cookie.split(';').next().expect("pair").split_once('=').expect("=").1.len(), 43);
+}
+
+/// BBX-16: a registered redirect URI with a scope nobody grants: the user is sent to sign in
+/// first (no redirect to the client before any interaction); afterwards the client gets an
+/// error, never a code.
+#[tokio::test]
+async fn bbx16_a_bad_scope_sends_the_user_to_sign_in_before_any_redirect_to_the_client() {
+    let a = As::start().await;
+    let client_id = a.register().await;
+    let began = a.begin(&with(a.request(&client_id, &pkce()), "scope", "zzz")).await;
+    let res = a.get(&a.at_idp(&began.idp_url).await, Some(&began.cookie)).await;
+    assert_eq!(res.status(), StatusCode::SEE_OTHER);
+    let to_client = header(&res, "location");
+    assert!(to_client.starts_with(&format!("{REDIRECT}?")), "{to_client}");
+    assert!(param(&to_client, "error").is_some() && param(&to_client, "code").is_none(), "{to_client}");
+    assert_eq!(param(&to_client, "iss"), Some(a.origin.clone()));
+}
+
+/// BBX-26: registrations per address per hour are limited (20 by default), and a huge body
+/// is refused.
+#[tokio::test]
+async fn bbx26_registration_flood_and_size_are_limited() {
+    let a = As::start().await;
+    let big = json!({"redirect_uris": [REDIRECT], "client_name": "x".repeat(1024 * 1024)});
+    let res = a.register_raw(&big).await;
+    assert!(matches!(res.status(), StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE), "{}", res.status());
+    let many: Vec<String> = (0..500).map(|i| format!("http://127.0.0.1/cb{i}")).collect();
+    assert_eq!(a.register_raw(&json!({"redirect_uris": many})).await.status(), StatusCode::BAD_REQUEST);
+    let mut statuses = Vec::new();
+    for _ in 0..21 {
+        statuses.push(a.register_raw(&json!({"redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"})).await.status());
+    }
+    assert!(statuses.contains(&StatusCode::TOO_MANY_REQUESTS), "{statuses:?}");
+}
+
+/// BBX-31: a token of toolgate's own, well typed and signed, but for another resource: 401.
+#[tokio::test]
+async fn bbx31_a_token_for_another_resource_is_refused() {
+    let a = As::start().await;
+    let tokens = a.sign_in().await;
+    let mut claims = claims_of(&tokens.access);
+    claims["aud"] = json!(a.url("/mcp/other"));
+    let elsewhere = a.sign_as_toolgate(Some("at+jwt"), &claims).await;
+    let res = a.tools_list(&elsewhere).await;
+    assert_eq!(res.status(), StatusCode::UNAUTHORIZED);
+    assert!(header(&res, "www-authenticate").contains("invalid_token"), "{}", header(&res, "www-authenticate"));
+}
+
+/// BBX-52: consent given to one client is not consent for another: a new client gets the
+/// consent page even though the user approved a different one.
+#[tokio::test]
+async fn bbx52_consent_is_per_client() {
+    let a = As::start().await;
+    a.code_redirect(&a.register().await, &pkce()).await;
+    let began = a.begin(&a.request(&a.register().await, &pkce())).await;
+    a.callback_to_consent(&began).await;
 }
