@@ -180,7 +180,21 @@ impl AuthServer {
             return Err(bad());
         }
         let now = now_ms();
-        if used.is_some() || !db::refresh_use(&self.store, &token_hash, now).await.map_err(db_error)? {
+        if used.is_some() {
+            self.revoke_grant(&grant.id, "a rotated refresh token was used again").await;
+            return Err(bad());
+        }
+        // The request's own errors come before the token is used: a refused request (wrong
+        // scope or resource) leaves it valid, or the client's corrected retry would count
+        // as reuse and revoke the grant.
+        let scopes = narrowed(form.one("scope")?, &grant.scope)?;
+        if let Some(asked) = form.one("resource")?
+            && super::authorize::canonical_resource(asked, std::slice::from_ref(&grant.resource)).is_none()
+        {
+            return Err(TokenError::new("invalid_target", "resource is not the one this grant is for"));
+        }
+        if !db::refresh_use(&self.store, &token_hash, now).await.map_err(db_error)? {
+            // Used meanwhile by a concurrent request: reuse as well.
             if db::refresh_get(&self.store, &token_hash).await.ok().flatten().is_some_and(|r| r.2.is_some()) {
                 self.revoke_grant(&grant.id, "a rotated refresh token was used again").await;
             }
@@ -188,12 +202,6 @@ impl AuthServer {
         }
         if grant.revoked_ms.is_some() || grant.expires_ms <= now {
             return Err(bad());
-        }
-        let scopes = narrowed(form.one("scope")?, &grant.scope)?;
-        if let Some(asked) = form.one("resource")?
-            && super::authorize::canonical_resource(asked, std::slice::from_ref(&grant.resource)).is_none()
-        {
-            return Err(TokenError::new("invalid_target", "resource is not the one this grant is for"));
         }
         let identity: Identity = serde_json::from_str(&grant.identity).map_err(|_| bad())?;
         let _ = db::grant_touch(&self.store, &grant.id, now).await;

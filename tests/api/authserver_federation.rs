@@ -1,9 +1,7 @@
 //! toolgate as a relying party against a hostile OpenID provider on loopback
-//! ([`mock_idp`]): a good sign-in maps to an identity and scopes; every bad ID token of the
+//! ([`mock_idp`](crate::common::mock_idp)): a good sign-in maps to an identity and scopes; every bad ID token of the
 //! spec's BBX-56, a mix-up (`iss`) and a provider that is down are refused or unavailable;
 //! a provider that rotates its key is followed.
-
-mod mock_idp;
 
 use std::collections::HashMap;
 
@@ -12,7 +10,7 @@ use toolgate::authserver::federation::{FederationError, IdentityProvider, Pendin
 use toolgate::config::Secret;
 use toolgate::config::authserver::{IdentityProviderSettings, Preset, ScopeRule};
 
-use self::mock_idp::{CLIENT_ID, CLIENT_SECRET, Key, MockIdp, Options, now};
+use crate::common::mock_idp::{self, CLIENT_ID, CLIENT_SECRET, Key, MockIdp, Options, now};
 
 const CALLBACK: &str = "http://127.0.0.1:9/oauth/callback";
 

@@ -23,6 +23,7 @@ mod auth_introspection;
 mod auth_jwt;
 mod authserver_clients;
 mod authserver_federation;
+mod authserver_flow;
 mod bearer_gate;
 mod caps_http;
 mod check_config;

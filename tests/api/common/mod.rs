@@ -7,6 +7,7 @@ pub mod certs;
 pub mod cimd;
 pub mod idp;
 pub mod in_process;
+pub mod mock_idp;
 pub mod tasks;
 
 use std::time::Duration;

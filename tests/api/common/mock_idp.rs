@@ -1,6 +1,10 @@
 //! A hostile OpenID provider on loopback: discovery, a JWKS and a token endpoint that answers
 //! with whatever ID token the test put there, signed with EC P-256 keys made in the test (or
 //! not signed at all). It records the token requests it receives.
+//!
+//! Its authorization endpoint signs the user in at once (no page): it puts a good ID token
+//! for the request's `nonce` up for the next token request and sends the browser back to
+//! `redirect_uri` with a code and the `state`.
 
 use std::sync::Arc;
 
@@ -71,7 +75,7 @@ pub struct MockIdp {
     pub origin: String,
     /// The issuer: the origin and the path.
     pub url: String,
-    pub key: Key,
+    pub key: Arc<Key>,
     state: Arc<Mutex<State>>,
 }
 
@@ -84,7 +88,7 @@ impl MockIdp {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let origin = format!("http://127.0.0.1:{}", listener.local_addr().expect("addr").port());
         let url = format!("{origin}{}", options.path);
-        let key = Key::generate("key-1");
+        let key = Arc::new(Key::generate("key-1"));
         let state = Arc::new(Mutex::new(State { jwks: vec![key.jwk.clone()], ..State::default() }));
         let metadata = metadata(&url, &options);
         let app = axum::Router::new()
@@ -100,6 +104,13 @@ impl MockIdp {
                 get({
                     let state = state.clone();
                     move || async move { Json(json!({"keys": state.lock().jwks.clone()})) }
+                }),
+            )
+            .route(
+                "/authorize",
+                get({
+                    let (state, key, url) = (state.clone(), key.clone(), url.clone());
+                    move |query| authorize(state, key, url, query)
                 }),
             )
             .route(
@@ -140,13 +151,17 @@ impl MockIdp {
 
     /// Claims the relying party accepts for `nonce`; tests change one thing at a time.
     pub fn claims(&self, nonce: &str) -> Value {
-        let now = now();
-        json!({
-            "iss": self.url, "sub": "user-1", "aud": CLIENT_ID, "exp": now + 300, "iat": now, "nonce": nonce,
+        claims_for(&self.url, nonce)
+    }
+}
+
+fn claims_for(issuer: &str, nonce: &str) -> Value {
+    let now = now();
+    json!({
+            "iss": issuer, "sub": "user-1", "aud": CLIENT_ID, "exp": now + 300, "iat": now, "nonce": nonce,
             "email": "ada@example.com", "email_verified": true, "name": "Ada",
             "groups": ["engineering", "everyone"], "scp": "admin", "scope": "admin",
-        })
-    }
+    })
 }
 
 pub fn now() -> u64 {
@@ -183,6 +198,29 @@ fn metadata(url: &str, options: &Options) -> Value {
 
 async fn discovery(state: Arc<Mutex<State>>, metadata: Value) -> Result<Json<Value>, axum::http::StatusCode> {
     if state.lock().down { Err(axum::http::StatusCode::SERVICE_UNAVAILABLE) } else { Ok(Json(metadata)) }
+}
+
+/// The authorization endpoint: the user is signed in at once; the good ID token for the
+/// request's nonce answers the next token request.
+async fn authorize(
+    state: Arc<Mutex<State>>,
+    key: Arc<Key>,
+    issuer: String,
+    axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    let (Some(redirect_uri), Some(nonce)) = (query.get("redirect_uri"), query.get("nonce")) else {
+        return (axum::http::StatusCode::BAD_REQUEST, "redirect_uri and nonce are required").into_response();
+    };
+    state.lock().id_token = key.sign(&claims_for(&issuer, nonce));
+    let Ok(mut back) = url::Url::parse(redirect_uri) else {
+        return (axum::http::StatusCode::BAD_REQUEST, "bad redirect_uri").into_response();
+    };
+    back.query_pairs_mut().append_pair("code", "idp-code-1");
+    if let Some(s) = query.get("state") {
+        back.query_pairs_mut().append_pair("state", s);
+    }
+    (axum::http::StatusCode::FOUND, [(axum::http::header::LOCATION, back.to_string())]).into_response()
 }
 
 async fn token(state: Arc<Mutex<State>>, headers: HeaderMap, body: String) -> (axum::http::StatusCode, Json<Value>) {
