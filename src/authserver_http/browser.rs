@@ -55,6 +55,9 @@ pub async fn callback(State(app): State<SignIn>, request: Request) -> Response {
 
 /// `GET /oauth/consent?tx=…`.
 pub async fn consent_page(State(app): State<SignIn>, request: Request) -> Response {
+    if !app.admit(app.client_ip(request.extensions(), request.headers()), false) {
+        return pages::error(429, "too many requests from this address; wait a minute");
+    }
     let params = pairs(request.uri().query().unwrap_or_default().as_bytes());
     let Some((_, tx)) = params.iter().find(|(k, _)| k == "tx") else { return pages::error(400, "no sign-in named") };
     let cookie = app.cookie(request.headers());
@@ -65,7 +68,13 @@ pub async fn consent_page(State(app): State<SignIn>, request: Request) -> Respon
 }
 
 /// `POST /oauth/consent`: the form's answer (`tx`, `csrf`, `decision`).
-pub async fn consent_answer(State(app): State<SignIn>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+pub async fn consent_answer(State(app): State<SignIn>, request: Request) -> Response {
+    if !app.admit(app.client_ip(request.extensions(), request.headers()), false) {
+        return pages::error(429, "too many requests from this address; wait a minute");
+    }
+    let (parts, body) = request.into_parts();
+    let headers: HeaderMap = parts.headers;
+    let Ok(body) = axum::body::to_bytes(body, super::MAX_BODY).await else { return pages::error(413, "the form is too large") };
     let form = pairs(&body);
     let get = |name: &str| form.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or_default();
     let cookie = app.cookie(&headers);
