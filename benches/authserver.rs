@@ -12,7 +12,7 @@ use serde_json::json;
 use toolgate::authserver::token::Form;
 use toolgate::authserver::{AuthServer, Parts, db, keys, now_ms, tokens};
 use toolgate::config::authserver::{AuthServerSettings, ClientSettings, IdentityProviderSettings, ScopeRule};
-use toolgate::store::{Store, StorageSettings};
+use toolgate::store::{StorageSettings, Store};
 
 const ROUNDS: usize = 1000;
 const RESOURCE: &str = "http://127.0.0.1:8080/mcp";
@@ -25,7 +25,11 @@ fn settings(key_file: &std::path::Path) -> AuthServerSettings {
         enabled: true,
         issuer: Some("http://127.0.0.1:8080".into()),
         signing_key_files: vec![key_file.to_owned()],
-        identity_provider: IdentityProviderSettings { issuer: "http://127.0.0.1:9".into(), client_id: "toolgate".into(), ..Default::default() },
+        identity_provider: IdentityProviderSettings {
+            issuer: "http://127.0.0.1:9".into(),
+            client_id: "toolgate".into(),
+            ..Default::default()
+        },
         scope_rules: vec![ScopeRule { claim: None, values: vec![], scopes: vec!["mcp:tools".into()] }],
         clients: vec![ClientSettings {
             client_id: "bench".into(),
@@ -54,7 +58,8 @@ fn report(backend: &str, step: &str, mut times: Vec<Duration>) {
 
 async fn measure(backend: &str, store: Store, key_file: &std::path::Path) {
     let http = reqwest::Client::new();
-    let parts = Parts { resources: vec![RESOURCE.into()], scopes_supported: vec!["mcp:tools".into()], store: store.clone(), audit: None, http };
+    let parts =
+        Parts { resources: vec![RESOURCE.into()], scopes_supported: vec!["mcp:tools".into()], store: store.clone(), audit: None, http };
     let server = AuthServer::new(settings(key_file), parts).expect("authorization server");
     let details = json!({
         "client_id": "bench", "redirect_uri": REDIRECT, "code_challenge": CHALLENGE, "resource": RESOURCE,
@@ -108,7 +113,11 @@ fn main() {
         match sqlx::PgPool::connect(&admin).await {
             Ok(pool) => {
                 sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&pool).await.expect("create database");
-                let pg = StorageSettings { url: Some(toolgate::config::Secret::new(format!("postgres://postgres@{host}/{name}"))), data_dir: dir.join("pg"), ..StorageSettings::default() };
+                let pg = StorageSettings {
+                    url: Some(toolgate::config::Secret::new(format!("postgres://postgres@{host}/{name}"))),
+                    data_dir: dir.join("pg"),
+                    ..StorageSettings::default()
+                };
                 let store = Store::connect(&pg).await.expect("postgres");
                 measure("Postgres", store.clone(), &key_file).await;
                 store.close().await;
