@@ -33,8 +33,9 @@ pub async fn list(State(app): State<AdminState>, RawQuery(query): RawQuery) -> R
     let all = get("all").is_some_and(|v| v == "true");
     let user = get("user");
     let now = now_ms();
-    let rows =
-        db::grants_list(&app.store, None, get("client").as_deref(), !all, MAX_LIMIT, now).await.map_err(|e| Problem::database(&e))?;
+    let rows = db::grants_list(&app.store, user.as_deref(), get("client").as_deref(), !all, MAX_LIMIT, now)
+        .await
+        .map_err(|e| Problem::database(&e))?;
     let grants: Vec<Value> = rows
         .into_iter()
         .filter_map(|g| {

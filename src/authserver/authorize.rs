@@ -45,12 +45,27 @@ impl Params<'_> {
 }
 
 /// Checks a request against the clients and this server's resources.
-pub async fn check(params: Params<'_>, clients: &Clients, resources: &[String]) -> Result<(ValidRequest, Arc<Client>), Refused> {
+/// Longest `state` and `scope` accepted: both are stored with the transaction, before the
+/// user has done anything, so their size is the attacker's to choose otherwise.
+pub const MAX_STATE_BYTES: usize = 1024;
+pub const MAX_SCOPE_BYTES: usize = 1024;
+
+pub async fn check(
+    params: Params<'_>,
+    clients: &Clients,
+    resources: &[String],
+    issuer: &str,
+) -> Result<(ValidRequest, Arc<Client>), Refused> {
     let client_id =
         params.one("client_id").map_err(Refused::Page)?.ok_or_else(|| Refused::Page("the client_id parameter is missing".into()))?;
     let client = clients.resolve(client_id).await.map_err(|e| match e {
         ClientError::Unknown => Refused::Page("this application (client_id) is not known to this server; it must register first".into()),
-        ClientError::Document(why) => Refused::Page(format!("this application's metadata document cannot be used: {why}")),
+        ClientError::Document(why) => {
+            // The reason stays in the log: on the page it would tell anyone which internal
+            // names exist (a private address versus a name that does not resolve).
+            tracing::info!(client_id, reason = %why, "authorization server: a client metadata document was refused");
+            Refused::Page("this application's metadata document could not be fetched or is not valid (the server logged why)".into())
+        }
         ClientError::Database(_) => Refused::Page("the server cannot look up this application right now; try again".into()),
     })?;
     let redirect_uri = match params.one("redirect_uri").map_err(Refused::Page)? {
@@ -61,6 +76,14 @@ pub async fn check(params: Params<'_>, clients: &Clients, resources: &[String]) 
     };
     if !client.redirect_allowed(&redirect_uri) {
         return Err(Refused::Page("the redirect_uri is not one this application registered".into()));
+    }
+    // A redirect back into this server would make its own pages navigate same-origin and so
+    // pass for a request the user started (CON-05).
+    if url::Url::parse(&redirect_uri).is_ok_and(|u| url::Url::parse(issuer).is_ok_and(|i| i.origin() == u.origin())) {
+        return Err(Refused::Page("the redirect_uri points at this server itself, which is not allowed".into()));
+    }
+    if params.one("state").ok().flatten().is_some_and(|s| s.len() > MAX_STATE_BYTES) {
+        return Err(Refused::Page(format!("the state parameter is longer than {MAX_STATE_BYTES} bytes")));
     }
     let state = params.one("state").ok().flatten().map(str::to_owned);
     // AUZ-11: only the operator's own clients are sent back without the user's say.
@@ -119,10 +142,14 @@ fn rest_of_request(params: &Params<'_>, resources: &[String]) -> Result<Rest, (&
         None if resources.len() == 1 => resources[0].clone(),
         None => return Err(("invalid_target", "send resource: the URL of the MCP endpoint the token is for".into())),
     };
-    let scope = params.one("scope").map_err(invalid)?.map(|s| s.split(' ').filter(|s| !s.is_empty()).map(str::to_owned).collect());
+    let scope = params.one("scope").map_err(invalid)?;
+    if scope.is_some_and(|s| s.len() > MAX_SCOPE_BYTES) {
+        return Err(invalid(format!("the scope parameter is longer than {MAX_SCOPE_BYTES} bytes")));
+    }
+    let scope = scope.map(|s| s.split(' ').filter(|s| !s.is_empty()).map(str::to_owned).collect());
     let force_consent = match params.one("prompt").map_err(invalid)? {
         Some(p) if p.split(' ').any(|p| p == "none") => {
-            return Err(("login_required", "this server always signs the user in at the identity provider".into()));
+            return Err(("interaction_required", "this server always signs the user in at the identity provider".into()));
         }
         Some(p) => p.split(' ').any(|p| p == "consent"),
         None => false,

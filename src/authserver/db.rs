@@ -137,7 +137,8 @@ pub async fn grant_get(store: &Store, id: &str) -> Result<Option<GrantRow>, sqlx
     on_pool!(store, |pool| sqlx::query_as::<_, GrantRow>(sql).bind(id).fetch_optional(pool).await)
 }
 
-/// Grants, newest first, optionally of one user key or client, live ones only or all.
+/// Grants, newest first, optionally of one user (a subject or an email: a broad match here,
+/// made exact by the caller) or client, live ones only or all.
 pub async fn grants_list(
     store: &Store,
     user_key: Option<&str>,
@@ -149,7 +150,7 @@ pub async fn grants_list(
     let sql = concat!(
         "SELECT ",
         grant_columns!(),
-        " FROM oauth_grants WHERE ($1 IS NULL OR user_key = $1) AND ($2 IS NULL OR client_id = $2) ",
+        " FROM oauth_grants WHERE ($1 IS NULL OR user_key LIKE '%|' || $1 OR identity LIKE '%' || $1 || '%') AND ($2 IS NULL OR client_id = $2) ",
         "AND ($3 = 0 OR (revoked_ms IS NULL AND expires_ms > $4)) ORDER BY created_ms DESC LIMIT $5"
     );
     let live = i64::from(live_only);
@@ -242,14 +243,17 @@ pub async fn consent_delete(store: &Store, user_key: &str, client_id: &str) -> R
 }
 
 /// Deletes what can no longer be used: ended transactions, codes a day past expiry (kept
-/// that long so a late replay still finds and revokes its grant), expired refresh tokens and
-/// grants ended a day ago. Returns the rows deleted.
+/// that long so a late replay still finds and revokes its grant), expired refresh tokens,
+/// rotated ones after a week, and grants ended a day ago. Returns the rows deleted.
 pub async fn purge(store: &Store, now: i64) -> Result<u64, sqlx::Error> {
     let day = 86_400_000;
-    let statements: [(&str, i64); 4] = [
+    let statements: [(&str, i64); 5] = [
         ("DELETE FROM oauth_transactions WHERE expires_ms < $1", now),
         ("DELETE FROM oauth_codes WHERE expires_ms < $1", now - day),
         ("DELETE FROM oauth_refresh_tokens WHERE expires_ms < $1", now),
+        // Rotated tokens are kept a week to catch a stolen one used again; older replays are
+        // refused as unknown, without revoking the grant.
+        ("DELETE FROM oauth_refresh_tokens WHERE used_ms < $1", now - 7 * day),
         ("DELETE FROM oauth_grants WHERE expires_ms < $1 OR revoked_ms < $1", now - day),
     ];
     let mut total = 0;

@@ -75,7 +75,8 @@ impl AuthServer {
     /// `/oauth/authorize`. `cookie` is the browser's binding cookie if it has one (reused, so
     /// parallel sign-ins in one browser work); `cross_site` from `Sec-Fetch-Site`.
     pub async fn begin(&self, params: &[(String, String)], cookie: Option<&str>, cross_site: bool) -> Result<Began, Refused> {
-        let (request, client) = check(Params(params), &self.clients, &self.resources).await?;
+        let (mut request, client) = check(Params(params), &self.clients, &self.resources, &self.issuer).await?;
+        request.scope = known_scopes(request.scope.take(), &self.scopes_supported);
         let cookie = cookie.filter(|c| c.len() == 43).map_or_else(random_secret, str::to_owned);
         let tx = random_secret();
         let (idp_url, pending) = self.idp.begin(&tx).await.map_err(|e| {
@@ -316,6 +317,14 @@ fn db_error(e: sqlx::Error) -> PageError {
     PageError::new(503, "the server cannot continue this sign-in right now; try again")
 }
 
+/// AUZ-06: scopes this server does not know (`openid`, `profile`, sent by generic clients)
+/// are dropped rather than refused; `offline_access` is kept (it asks for refresh tokens).
+/// Nothing known left: the request asks for everything the user may have.
+pub fn known_scopes(asked: Option<Vec<String>>, supported: &[String]) -> Option<Vec<String>> {
+    let known: Vec<String> = asked?.into_iter().filter(|s| s == "offline_access" || supported.contains(s)).collect();
+    known.iter().any(|s| s != "offline_access").then_some(known)
+}
+
 /// The scopes a user gets for a request: the rules' scopes, narrowed by what the client asked
 /// for and what it may have; `offline_access` is kept when asked (it decides refresh tokens).
 pub fn granted_scopes(identity: &Identity, request: &ValidRequest, client: &Client) -> Vec<String> {
@@ -347,4 +356,25 @@ pub(super) fn secs_ms(secs: u64) -> i64 {
 
 fn is_loopback_uri(uri: &str) -> bool {
     url::Url::parse(uri).is_ok_and(|u| u.scheme() == "http" && matches!(u.host_str(), Some("localhost" | "127.0.0.1" | "[::1]")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::known_scopes;
+
+    fn list(s: &[&str]) -> Option<Vec<String>> {
+        Some(s.iter().map(|s| (*s).to_owned()).collect())
+    }
+
+    #[test]
+    fn scopes_this_server_does_not_know_are_dropped() {
+        let supported = vec!["mcp:tools".to_owned()];
+        assert_eq!(known_scopes(list(&["openid", "mcp:tools", "offline_access"]), &supported), list(&["mcp:tools", "offline_access"]));
+    }
+
+    #[test]
+    fn a_request_of_unknown_scopes_only_asks_for_everything_the_user_may_have() {
+        let supported = vec!["mcp:tools".to_owned()];
+        assert_eq!(known_scopes(list(&["openid", "profile", "offline_access"]), &supported), None);
+    }
 }

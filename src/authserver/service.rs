@@ -101,7 +101,9 @@ impl AuthServer {
     pub fn metadata(&self) -> Value {
         let at = |path: &str| format!("{}{path}", self.issuer);
         let mut scopes = self.scopes_supported.clone();
-        scopes.push("offline_access".into());
+        if !scopes.iter().any(|s| s == "offline_access") {
+            scopes.push("offline_access".into());
+        }
         let mut doc = json!({
             "issuer": self.issuer,
             "authorization_endpoint": at("/oauth/authorize"),

@@ -128,11 +128,17 @@ impl AuthServer {
             return Err(TokenError::new("invalid_target", "resource differs from the authorization request's"));
         }
         let now = now_ms();
-        let grant_id = random_secret();
-        if row.redeemed_ms.is_some() || !db::code_redeem(&self.store, &code_hash, &grant_id, now).await.map_err(db_error)? {
+        if row.redeemed_ms.is_some() {
             return Err(self.replayed_code(&code_hash, row.expires_ms, now).await);
         }
+        // The grant exists before the code names it, so a concurrent second redemption always
+        // finds the grant it must revoke (on every replica, through the database).
+        let grant_id = random_secret();
         let grant = self.start_grant(&grant_id, &details, now).await?;
+        if !db::code_redeem(&self.store, &code_hash, &grant_id, now).await.map_err(db_error)? {
+            let _ = db::grant_revoke(&self.store, &grant_id, "its code was redeemed concurrently", now).await;
+            return Err(self.replayed_code(&code_hash, row.expires_ms, now).await);
+        }
         let who = Who { client_id: Some(&client.client_id), subject: Some(&details.identity.subject), ip: None };
         self.event("token", Outcome::Ok, who, format!("code redeemed; grant {}", short(&grant_id))).await;
         self.tokens_for(&grant, &details.identity, details.refresh, now).await
@@ -187,7 +193,7 @@ impl AuthServer {
         // The request's own errors come before the token is used: a refused request (wrong
         // scope or resource) leaves it valid, or the client's corrected retry would count
         // as reuse and revoke the grant.
-        let scopes = narrowed(form.one("scope")?, &grant.scope)?;
+        let scopes = narrowed(form.one("scope")?, &grant.scope, &self.scopes_supported)?;
         if let Some(asked) = form.one("resource")?
             && super::authorize::canonical_resource(asked, std::slice::from_ref(&grant.resource)).is_none()
         {
@@ -205,6 +211,8 @@ impl AuthServer {
         }
         let identity: Identity = serde_json::from_str(&grant.identity).map_err(|_| bad())?;
         let _ = db::grant_touch(&self.store, &grant.id, now).await;
+        // A registration in use must not expire as unused.
+        self.clients.touch(&client.client_id).await;
         let who = Who { client_id: Some(&client.client_id), subject: Some(&identity.subject), ip: None };
         self.event("refresh", Outcome::Ok, who, format!("grant {}", short(&grant.id))).await;
         let narrowed_grant = db::GrantRow { scope: scopes, ..grant };
@@ -254,10 +262,14 @@ impl AuthServer {
 }
 
 /// The scope of a refreshed token: the grant's, or a subset of it the client asked for.
-fn narrowed(asked: Option<&str>, granted: &str) -> Result<String, TokenError> {
+/// Scopes this server does not know are ignored, as at authorization (AUZ-06).
+fn narrowed(asked: Option<&str>, granted: &str, supported: &[String]) -> Result<String, TokenError> {
     let Some(asked) = asked else { return Ok(granted.to_owned()) };
     let granted: Vec<&str> = granted.split(' ').collect();
-    let asked: Vec<&str> = asked.split(' ').filter(|s| !s.is_empty() && *s != "offline_access").collect();
+    let asked: Vec<&str> = asked.split(' ').filter(|s| !s.is_empty() && supported.iter().any(|k| k == s)).collect();
+    if asked.is_empty() {
+        return Ok(granted.join(" "));
+    }
     if let Some(extra) = asked.iter().find(|s| !granted.contains(s)) {
         return Err(TokenError::new("invalid_scope", format!("scope {extra} was not granted")));
     }
@@ -286,6 +298,14 @@ pub async fn authenticate(clients: &Clients, form: &Form<'_>) -> Result<std::syn
         ClientError::Database(_) => {
             TokenError { status: 503, error: "temporarily_unavailable", description: "try again".into(), basic_challenge: false }
         }
+        // A metadata document that cannot be fetched now (its host slow or down) must not
+        // look like a revoked client: SDKs drop every credential on invalid_client.
+        ClientError::Document(_) => TokenError {
+            status: 503,
+            error: "temporarily_unavailable",
+            description: "the client's metadata document cannot be used right now; try again".into(),
+            basic_challenge: false,
+        },
         _ => failed("unknown client"),
     })?;
     match (client.auth_method, secret) {

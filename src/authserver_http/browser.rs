@@ -6,14 +6,14 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::{SignIn, pages, pairs};
+use super::{Budget, SignIn, pages, pairs};
 use crate::authserver::authorize::Refused;
 use crate::authserver::flow::{Began, Next, PageError};
 
 /// `GET /oauth/authorize`.
 pub async fn authorize(State(app): State<SignIn>, request: Request) -> Response {
     let ip = app.client_ip(request.extensions(), request.headers());
-    if !app.admit(ip, false) {
+    if !app.admit(ip, Budget::Browser) {
         return pages::error(429, "too many sign-in attempts from this address; wait a minute");
     }
     let params = pairs(request.uri().query().unwrap_or_default().as_bytes());
@@ -39,7 +39,7 @@ pub async fn authorize(State(app): State<SignIn>, request: Request) -> Response 
 /// `GET /oauth/callback`: the identity provider sends the browser back here.
 pub async fn callback(State(app): State<SignIn>, request: Request) -> Response {
     let ip = app.client_ip(request.extensions(), request.headers());
-    if !app.admit(ip, false) {
+    if !app.admit(ip, Budget::Browser) {
         return pages::error(429, "too many requests from this address; wait a minute");
     }
     let params = pairs(request.uri().query().unwrap_or_default().as_bytes());
@@ -55,7 +55,7 @@ pub async fn callback(State(app): State<SignIn>, request: Request) -> Response {
 
 /// `GET /oauth/consent?tx=…`.
 pub async fn consent_page(State(app): State<SignIn>, request: Request) -> Response {
-    if !app.admit(app.client_ip(request.extensions(), request.headers()), false) {
+    if !app.admit(app.client_ip(request.extensions(), request.headers()), Budget::Browser) {
         return pages::error(429, "too many requests from this address; wait a minute");
     }
     let params = pairs(request.uri().query().unwrap_or_default().as_bytes());
@@ -69,7 +69,7 @@ pub async fn consent_page(State(app): State<SignIn>, request: Request) -> Respon
 
 /// `POST /oauth/consent`: the form's answer (`tx`, `csrf`, `decision`).
 pub async fn consent_answer(State(app): State<SignIn>, request: Request) -> Response {
-    if !app.admit(app.client_ip(request.extensions(), request.headers()), false) {
+    if !app.admit(app.client_ip(request.extensions(), request.headers()), Budget::Browser) {
         return pages::error(429, "too many requests from this address; wait a minute");
     }
     let (parts, body) = request.into_parts();

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use super::{SignIn, pairs};
+use super::{Budget, SignIn, pairs};
 use crate::authserver::token::{Form, TokenError};
 
 /// `GET /.well-known/oauth-authorization-server` (and `openid-configuration`).
@@ -24,7 +24,7 @@ pub async fn jwks(State(app): State<SignIn>) -> Response {
 /// `POST /oauth/token`.
 pub async fn token(State(app): State<SignIn>, request: Request) -> Response {
     let ip = app.client_ip(request.extensions(), request.headers());
-    if !app.admit(ip, false) {
+    if !app.admit(ip, Budget::Token) {
         return oauth_error(&TokenError {
             status: 429,
             error: "slow_down",
@@ -50,7 +50,7 @@ pub async fn token(State(app): State<SignIn>, request: Request) -> Response {
 /// `POST /oauth/revoke` (RFC 7009).
 pub async fn revoke(State(app): State<SignIn>, request: Request) -> Response {
     let ip = app.client_ip(request.extensions(), request.headers());
-    if !app.admit(ip, false) {
+    if !app.admit(ip, Budget::Browser) {
         return oauth_error(&TokenError {
             status: 429,
             error: "slow_down",
@@ -76,7 +76,7 @@ pub async fn revoke(State(app): State<SignIn>, request: Request) -> Response {
 /// `POST /oauth/register` (RFC 7591).
 pub async fn register(State(app): State<SignIn>, request: Request) -> Response {
     let ip = app.client_ip(request.extensions(), request.headers());
-    if !app.admit(ip, true) {
+    if !app.admit(ip, Budget::Register) {
         return json_response(
             StatusCode::TOO_MANY_REQUESTS,
             &json!({"error": "slow_down", "error_description": "too many registrations from this address"}),

@@ -41,20 +41,40 @@ pub struct SignIn {
     server: Arc<AuthServer>,
     proxies: TrustedProxies,
     per_minute: Arc<DefaultKeyedRateLimiter<IpAddr>>,
+    /// The token endpoint's own budget: every signed-in client refreshes there, many behind
+    /// one NAT address.
+    tokens: Arc<DefaultKeyedRateLimiter<IpAddr>>,
     registrations: Arc<DefaultKeyedRateLimiter<IpAddr>>,
+    /// All registrations together, whatever their addresses (an IPv6 block has many).
+    registrations_total: Arc<governor::DefaultDirectRateLimiter>,
+}
+
+/// Which endpoint's budget a request spends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Budget {
+    Browser,
+    Token,
+    Register,
 }
 
 impl SignIn {
-    /// Whether `ip` may make one more request (and, for `register`, one more registration).
-    fn admit(&self, ip: Option<IpAddr>, register: bool) -> bool {
-        let Some(ip) = ip else { return true };
-        for limiter in [&self.per_minute, &self.registrations] {
+    /// Whether `ip` may make one more request of this kind.
+    fn admit(&self, ip: Option<IpAddr>, budget: Budget) -> bool {
+        if budget == Budget::Register && self.registrations_total.check().is_err() {
+            return false;
+        }
+        let Some(ip) = ip.map(network_of) else { return true };
+        for limiter in [&self.per_minute, &self.tokens, &self.registrations] {
             // The keyed state grows with every address seen; drop idle ones now and then.
             if limiter.len() > 50_000 {
                 limiter.retain_recent();
             }
         }
-        self.per_minute.check_key(&ip).is_ok() && (!register || self.registrations.check_key(&ip).is_ok())
+        match budget {
+            Budget::Browser => self.per_minute.check_key(&ip).is_ok(),
+            Budget::Token => self.tokens.check_key(&ip).is_ok(),
+            Budget::Register => self.per_minute.check_key(&ip).is_ok() && self.registrations.check_key(&ip).is_ok(),
+        }
     }
 
     fn client_ip(&self, extensions: &axum::http::Extensions, headers: &HeaderMap) -> Option<IpAddr> {
@@ -82,11 +102,17 @@ pub fn router(server: Arc<AuthServer>, proxies: TrustedProxies) -> Router {
     let per_minute = Quota::per_minute(std::num::NonZeroU32::new(settings.requests_per_minute).unwrap_or(std::num::NonZeroU32::MIN));
     let per_hour = Quota::per_hour(std::num::NonZeroU32::new(settings.registration.per_hour).unwrap_or(std::num::NonZeroU32::MIN));
     let registration = settings.registration.mode != crate::config::authserver::RegistrationMode::Off;
+    let tokens =
+        Quota::per_minute(std::num::NonZeroU32::new(settings.requests_per_minute.saturating_mul(10)).unwrap_or(std::num::NonZeroU32::MIN));
+    let total =
+        Quota::per_hour(std::num::NonZeroU32::new(settings.registration.per_hour.saturating_mul(50)).unwrap_or(std::num::NonZeroU32::MIN));
     let state = SignIn {
         server,
         proxies,
         per_minute: Arc::new(RateLimiter::keyed(per_minute)),
+        tokens: Arc::new(RateLimiter::keyed(tokens)),
         registrations: Arc::new(RateLimiter::keyed(per_hour)),
+        registrations_total: Arc::new(RateLimiter::direct(total)),
     };
     let mut machine = Router::new()
         .route("/.well-known/oauth-authorization-server", get(machine::metadata))
@@ -109,7 +135,42 @@ pub fn router(server: Arc<AuthServer>, proxies: TrustedProxies) -> Router {
     machine.layer(cors).merge(browser).layer(DefaultBodyLimit::max(MAX_BODY)).with_state(state)
 }
 
+/// The unit a rate limit counts: an IPv4 address, or an IPv6 /64 (one subscriber's usual
+/// allocation: every address in it belongs to the same party).
+fn network_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+        v4 => v4,
+    }
+}
+
 /// `name=value&…` pairs of a query string or form body, decoded, repeats kept.
 fn pairs(raw: &[u8]) -> Vec<(String, String)> {
     url::form_urlencoded::parse(raw).take(64).map(|(k, v)| (k.into_owned(), v.into_owned())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::network_of;
+
+    #[test]
+    fn every_address_of_an_ipv6_64_counts_as_one_client() {
+        let a: std::net::IpAddr = "2001:db8:1:2:aaaa::1".parse().expect("ip");
+        let b: std::net::IpAddr = "2001:db8:1:2:ffff:1:2:3".parse().expect("ip");
+        assert_eq!(network_of(a), network_of(b));
+        let other: std::net::IpAddr = "2001:db8:1:3::1".parse().expect("ip");
+        assert_ne!(network_of(a), network_of(other));
+    }
+
+    #[test]
+    fn an_ipv4_mapped_address_counts_as_its_ipv4_address() {
+        let mapped: std::net::IpAddr = "::ffff:192.0.2.7".parse().expect("ip");
+        assert_eq!(network_of(mapped), "192.0.2.7".parse::<std::net::IpAddr>().expect("ip"));
+    }
 }

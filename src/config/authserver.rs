@@ -61,8 +61,10 @@ impl Default for AuthServerSettings {
             signing_key_files: Vec::new(),
             signing_keys: Vec::new(),
             access_token_ttl_secs: 600,
-            refresh_idle_secs: 14 * 86_400,
-            grant_max_secs: 90 * 86_400,
+            refresh_idle_secs: 12 * 3600,
+            // A sign-in is not re-checked at the identity provider while it lasts: a user
+            // removed there keeps access until it ends (or an operator revokes it).
+            grant_max_secs: 86_400,
             code_ttl_secs: 60,
             transaction_ttl_secs: 600,
             consent: ConsentMode::Remember,
