@@ -16,16 +16,12 @@ function stateBadge(state) {
 
 export async function grants(root, ctx) {
   const draw = async () => {
-    let g;
-    try {
-      g = await api.get("/admin/grants", { user: filter.user, client: filter.client, all: filter.all ? "true" : "" });
-    } catch (error) {
-      if (error.status !== 404) throw error;
-      if (!ctx.current()) return;
+    const g = await api.get("/admin/grants", { user: filter.user, client: filter.client, all: filter.all ? "true" : "" });
+    if (!ctx.current()) return;
+    if (!g.enabled) {
       replace(root, heading("Sign-ins"), h("p", { class: "empty" }, "The built-in authorization server is off (authorization_server.enabled). See deploy/auth/authorization-server.md."));
       return;
     }
-    if (!ctx.current()) return;
     const input = (key, label) =>
       h("label", null, label, h("input", { type: "search", name: key, value: filter[key], oninput: (e) => (filter[key] = e.target.value.trim()) }));
     const form = h(
