@@ -142,11 +142,7 @@ impl AuthServer {
         };
         let who = Who { client_id: Some(&request.client_id), subject: Some(&identity.subject), ip: None };
         self.event("sign_in", Outcome::Ok, who, identity.email.clone().unwrap_or_default()).await;
-        let client = self
-            .clients
-            .resolve(&request.client_id)
-            .await
-            .map_err(|_| PageError::new(400, "this application is no longer known; start again"))?;
+        let client = self.client_of(&request).await?;
         let scopes = granted_scopes(&identity, &request, &client);
         if scopes.is_empty() {
             self.event("consent", Outcome::Denied, who, "no scope rule grants this user any of the scopes asked for".into()).await;
@@ -165,13 +161,8 @@ impl AuthServer {
     /// The consent page's content, for the browser bound to the transaction.
     pub async fn consent_view(&self, tx: &str, cookie: Option<&str>) -> Result<ConsentView, PageError> {
         let (row, request) = self.bound_tx(tx, cookie, "consent").await?;
-        let identity: Identity =
-            row.identity.as_deref().and_then(|i| serde_json::from_str(i).ok()).ok_or_else(|| PageError::new(400, "start again"))?;
-        let client = self
-            .clients
-            .resolve(&request.client_id)
-            .await
-            .map_err(|_| PageError::new(400, "this application is no longer known; start again"))?;
+        let identity: Identity = signed_in(&row)?;
+        let client = self.client_of(&request).await?;
         let host = |uri: &str| url::Url::parse(uri).ok().and_then(|u| u.host_str().map(str::to_owned));
         Ok(ConsentView {
             tx: tx.to_owned(),
@@ -181,7 +172,7 @@ impl AuthServer {
             client_kind: client.kind,
             client_host: (client.kind == ClientKind::MetadataDocument).then(|| host(&client.client_id)).flatten(),
             redirect_host: host(&request.redirect_uri).unwrap_or_else(|| request.redirect_uri.clone()),
-            loopback_only: client.redirect_uris.iter().all(|u| is_loopback_uri(u)),
+            loopback_only: client.only_loopback_redirects(),
             redirect_uri: request.redirect_uri.clone(),
             scopes: granted_scopes(&identity, &request, &client),
             resource: request.resource.clone(),
@@ -199,18 +190,13 @@ impl AuthServer {
         if !db::tx_advance(&self.store, tx, "consent", "done", None, None, now_ms()).await.map_err(db_error)? {
             return Err(PageError::new(400, "this sign-in was already answered or has expired"));
         }
-        let identity: Identity =
-            row.identity.as_deref().and_then(|i| serde_json::from_str(i).ok()).ok_or_else(|| PageError::new(400, "start again"))?;
+        let identity: Identity = signed_in(&row)?;
         let who = Who { client_id: Some(&request.client_id), subject: Some(&identity.subject), ip: None };
         if !approve {
             self.event("consent", Outcome::Denied, who, "the user denied".into()).await;
             return Ok(self.error_url(&request, "access_denied", "the user denied access"));
         }
-        let client = self
-            .clients
-            .resolve(&request.client_id)
-            .await
-            .map_err(|_| PageError::new(400, "this application is no longer known; start again"))?;
+        let client = self.client_of(&request).await?;
         let scopes = granted_scopes(&identity, &request, &client);
         if let Err(e) =
             db::consent_put(&self.store, &identity.user_key(), &client.client_id, &scopes.join(" "), &client.fingerprint, now_ms()).await
@@ -244,6 +230,12 @@ impl AuthServer {
         }
         let request = serde_json::from_str(&row.request).map_err(|_| gone())?;
         Ok((row, request))
+    }
+
+    /// The request's client, again: a transaction outlives a cached document or a
+    /// registration, so each step resolves it anew.
+    async fn client_of(&self, request: &ValidRequest) -> Result<std::sync::Arc<Client>, PageError> {
+        self.clients.resolve(&request.client_id).await.map_err(|_| PageError::new(400, "this application is no longer known; start again"))
     }
 
     async fn consent_remembered(
@@ -302,6 +294,11 @@ impl AuthServer {
     }
 }
 
+/// The user a transaction at the consent stage signed in.
+fn signed_in(row: &db::TxRow) -> Result<Identity, PageError> {
+    row.identity.as_deref().and_then(|i| serde_json::from_str(i).ok()).ok_or_else(|| PageError::new(400, "start again"))
+}
+
 fn unavailable(request: &ValidRequest) -> Refused {
     Refused::Redirect {
         redirect_uri: request.redirect_uri.clone(),
@@ -352,10 +349,6 @@ pub(super) fn constant_time_eq(a: &str, b: &str) -> bool {
 
 pub(super) fn secs_ms(secs: u64) -> i64 {
     i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX)
-}
-
-fn is_loopback_uri(uri: &str) -> bool {
-    url::Url::parse(uri).is_ok_and(|u| u.scheme() == "http" && matches!(u.host_str(), Some("localhost" | "127.0.0.1" | "[::1]")))
 }
 
 #[cfg(test)]

@@ -23,25 +23,11 @@ pub async fn jwks(State(app): State<SignIn>) -> Response {
 
 /// `POST /oauth/token`.
 pub async fn token(State(app): State<SignIn>, request: Request) -> Response {
-    let ip = app.client_ip(request.extensions(), request.headers());
-    if !app.admit(ip, Budget::Token) {
-        return oauth_error(&TokenError {
-            status: 429,
-            error: "slow_down",
-            description: "too many requests; wait a minute".into(),
-            basic_challenge: false,
-        });
-    }
-    let (headers, body) = match read_form(request).await {
+    let (params, basic) = match client_form(&app, request, Budget::Token).await {
         Ok(read) => read,
         Err(e) => return oauth_error(&e),
     };
-    let params = pairs(&body);
-    let form = match form_of(&headers, &params) {
-        Ok(form) => form,
-        Err(e) => return oauth_error(&e),
-    };
-    match app.server.token(&form).await {
+    match app.server.token(&Form { params: &params, basic }).await {
         Ok(body) => json_response(StatusCode::OK, &body),
         Err(e) => oauth_error(&e),
     }
@@ -49,28 +35,29 @@ pub async fn token(State(app): State<SignIn>, request: Request) -> Response {
 
 /// `POST /oauth/revoke` (RFC 7009).
 pub async fn revoke(State(app): State<SignIn>, request: Request) -> Response {
-    let ip = app.client_ip(request.extensions(), request.headers());
-    if !app.admit(ip, Budget::Browser) {
-        return oauth_error(&TokenError {
-            status: 429,
-            error: "slow_down",
-            description: "too many requests; wait a minute".into(),
-            basic_challenge: false,
-        });
-    }
-    let (headers, body) = match read_form(request).await {
+    let (params, basic) = match client_form(&app, request, Budget::Browser).await {
         Ok(read) => read,
         Err(e) => return oauth_error(&e),
     };
-    let params = pairs(&body);
-    let result = match form_of(&headers, &params) {
-        Ok(form) => app.server.revoke(&form).await,
-        Err(e) => Err(e),
-    };
-    match result {
+    match app.server.revoke(&Form { params: &params, basic }).await {
         Ok(()) => json_response(StatusCode::OK, &json!({})),
         Err(e) => oauth_error(&e),
     }
+}
+
+/// A client's form request, within its address's `budget`: the parameters, and the HTTP
+/// Basic credentials if it sent them.
+async fn client_form(
+    app: &SignIn,
+    request: Request,
+    budget: Budget,
+) -> Result<(Vec<(String, String)>, Option<(String, String)>), TokenError> {
+    if !app.admit(app.client_ip(request.extensions(), request.headers()), budget) {
+        let description = "too many requests; wait a minute".into();
+        return Err(TokenError { status: 429, error: "slow_down", description, basic_challenge: false });
+    }
+    let (headers, body) = read_form(request).await?;
+    Ok((pairs(&body), basic_credentials(&headers)?))
 }
 
 /// `POST /oauth/register` (RFC 7591).
@@ -127,28 +114,19 @@ async fn read_form(request: Request) -> Result<(HeaderMap, axum::body::Bytes), T
     Ok((parts.headers, body))
 }
 
-/// The form with HTTP Basic client credentials, decoded (RFC 6749 §2.3.1: each part is
-/// form-urlencoded inside the base64).
-fn form_of<'a>(headers: &HeaderMap, params: &'a [(String, String)]) -> Result<Form<'a>, TokenError> {
-    let basic = match headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        None => None,
-        Some(value) => {
-            let bad = || TokenError {
-                status: 401,
-                error: "invalid_client",
-                description: "malformed Basic credentials".into(),
-                basic_challenge: true,
-            };
-            let encoded = value.strip_prefix("Basic ").or(value.strip_prefix("basic ")).ok_or_else(bad)?;
-            let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).map_err(|_| bad())?;
-            let text = String::from_utf8(decoded).map_err(|_| bad())?;
-            let (id, secret) = text.split_once(':').ok_or_else(bad)?;
-            let unescape =
-                |s: &str| url::form_urlencoded::parse(format!("x={s}").as_bytes()).next().map(|(_, v)| v.into_owned()).unwrap_or_default();
-            Some((unescape(id), unescape(secret)))
-        }
-    };
-    Ok(Form { params, basic })
+/// HTTP Basic client credentials, decoded (RFC 6749 §2.3.1: each part is form-urlencoded
+/// inside the base64).
+fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, TokenError> {
+    let Some(value) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) else { return Ok(None) };
+    let bad =
+        || TokenError { status: 401, error: "invalid_client", description: "malformed Basic credentials".into(), basic_challenge: true };
+    let encoded = value.strip_prefix("Basic ").or(value.strip_prefix("basic ")).ok_or_else(bad)?;
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).map_err(|_| bad())?;
+    let text = String::from_utf8(decoded).map_err(|_| bad())?;
+    let (id, secret) = text.split_once(':').ok_or_else(bad)?;
+    let unescape =
+        |s: &str| url::form_urlencoded::parse(format!("x={s}").as_bytes()).next().map(|(_, v)| v.into_owned()).unwrap_or_default();
+    Ok(Some((unescape(id), unescape(secret))))
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response {
