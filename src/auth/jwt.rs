@@ -119,14 +119,6 @@ impl JwtVerifier {
     ///
     /// `resource` is the canonical resource URI tokens must be issued for (`aud`).
     pub fn new(issuers: Vec<IssuerSettings>, resource: String, http: reqwest::Client) -> Result<Self, String> {
-        // Pin the pure-Rust backend explicitly: if another crate in the build enabled
-        // jsonwebtoken's aws_lc_rs feature too, the automatic choice would panic at the first
-        // verification. Failing to install just means a provider is already in place.
-        let _ = jsonwebtoken::crypto::CryptoProvider::install_default(&jsonwebtoken::crypto::rust_crypto::DEFAULT_PROVIDER);
-
-        if resource.trim().is_empty() {
-            return Err("the canonical resource URI is empty".into());
-        }
         if issuers.is_empty() {
             return Err("no trusted issuer is configured".into());
         }
@@ -163,8 +155,15 @@ impl JwtVerifier {
         Ok(verifier)
     }
 
+    /// Both constructors' common part.
     fn build(issuers: Vec<IssuerSettings>, resource: String, http: reqwest::Client) -> Result<Self, String> {
+        // Pin the pure-Rust backend explicitly: if another crate in the build enabled
+        // jsonwebtoken's aws_lc_rs feature too, the automatic choice would panic at the first
+        // verification. Failing to install just means a provider is already in place.
         let _ = jsonwebtoken::crypto::CryptoProvider::install_default(&jsonwebtoken::crypto::rust_crypto::DEFAULT_PROVIDER);
+        if resource.trim().is_empty() {
+            return Err("the canonical resource URI is empty".into());
+        }
         let mut by_name = HashMap::with_capacity(issuers.len());
         for settings in issuers {
             let issuer = build_issuer(settings, &resource, &http)?;
