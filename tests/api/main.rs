@@ -74,3 +74,4 @@ mod upstreams_admin;
 mod upstreams_http;
 mod upstreams_modern;
 mod upstreams_oauth;
+mod virtual_servers;
