@@ -43,6 +43,7 @@ pub mod metrics;
 mod overview;
 mod problem;
 mod prom;
+mod servers;
 mod sessions;
 mod sources;
 mod state;
@@ -74,6 +75,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/sources", get(sources::status))
         .route("/admin/upstreams", get(upstreams::list))
         .route("/admin/upstreams/{name}", get(upstreams::get).put(upstreams::put).delete(upstreams::delete))
+        .route("/admin/servers", get(servers::list))
+        .route("/admin/servers/{name}", get(servers::get).put(servers::put).delete(servers::delete))
         .route("/admin/reload", post(sources::reload))
         .route("/admin/catalog", get(catalog::list))
         .route("/admin/tools/{name}/call", post(try_call::call))

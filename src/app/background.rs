@@ -29,6 +29,12 @@ pub(super) fn spawn_background(state: &AppState) {
         state.store.clone(),
         state.shutdown.clone(),
     ));
+    tokio::spawn(super::follow::follow_servers(
+        state.cluster.subscribe(),
+        state.server.clone(),
+        state.store.clone(),
+        state.shutdown.clone(),
+    ));
     if let Some(tasks) = state.server.tasks() {
         // Lease renewal, failing tasks whose replica stopped, deleting expired ones.
         tokio::spawn(tasks.clone().maintain(state.shutdown.clone()));

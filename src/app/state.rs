@@ -145,6 +145,17 @@ impl AppState {
         // Those stored through the admin API too; one that no longer checks out is logged and
         // skipped, like a stored tool definition.
         upstreams.reload_stored(&store).await.map_err(|e| anyhow::Error::new(e).context("storage: cannot read upstream definitions"))?;
+        // Virtual servers: a name two tools would share on one of the settings' servers stops
+        // start-up (naming both and the setting); those stored through the admin API are applied.
+        let tools = server.tools.snapshot();
+        if let Some(collision) = server.servers.configured_collisions(&tools).first() {
+            anyhow::bail!("invalid setting servers: {collision}");
+        }
+        server
+            .servers
+            .reload_stored(&store, &tools)
+            .await
+            .map_err(|e| anyhow::Error::new(e).context("storage: cannot read server definitions"))?;
         let shutdown = CancellationToken::new();
         let cluster = crate::cluster::connect(&settings, &store, shutdown.clone()).await?;
         let sessions = Arc::new(sessions(&settings, &store, &cluster));

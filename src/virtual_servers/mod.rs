@@ -7,6 +7,7 @@
 //! (`server.mcp_path`) serves everything, as before.
 
 mod select;
+pub mod stored;
 mod view;
 
 use std::collections::BTreeMap;
@@ -140,6 +141,14 @@ impl VirtualServer {
 #[derive(Debug)]
 pub struct VirtualServers {
     current: ArcSwap<BTreeMap<Arc<str>, Arc<VirtualServer>>>,
+    /// The settings' own servers, which always win their names.
+    configured: BTreeMap<String, VirtualServerSettings>,
+    /// The default endpoint's path, which no server may take.
+    mcp_path: String,
+    /// The stored revision of each server defined through the admin API.
+    revisions: Mutex<BTreeMap<String, i64>>,
+    /// Serializes reloads of the stored definitions (`stored.rs`).
+    reloading: tokio::sync::Mutex<()>,
     /// The origin of `auth.resource` (`None` with auth off): each server's resource is it with
     /// the server's path.
     origin: Option<String>,
@@ -149,7 +158,15 @@ pub struct VirtualServers {
 impl VirtualServers {
     pub fn new(settings: &crate::config::Settings) -> Self {
         let origin = settings.auth.resource.as_deref().and_then(|r| url::Url::parse(r).ok()).map(|u| u.origin().ascii_serialization());
-        let me = Self { current: ArcSwap::from_pointee(BTreeMap::new()), origin, audiences: Arc::default() };
+        let me = Self {
+            current: ArcSwap::from_pointee(BTreeMap::new()),
+            configured: settings.servers.clone(),
+            mcp_path: settings.server.mcp_path.clone(),
+            revisions: Mutex::default(),
+            reloading: tokio::sync::Mutex::new(()),
+            origin,
+            audiences: Arc::default(),
+        };
         me.install(&settings.servers, UNSEEN);
         me
     }

@@ -69,12 +69,13 @@ pub(super) fn build(name: &str, settings: &VirtualServerSettings, selection: &Se
                 // A tool under its own name keeps it; the one an override renamed onto it is left out.
                 let (kept, left) = if o.get().1 && !renamed { (served, o.get().0.clone()) } else { (o.get().0.clone(), served) };
                 collisions.push(format!(
-                    "{} from {} and {} from {} would both be served as {:?} on the server {name}; the first is left out: change servers.{name}.overrides or the selectors",
-                    left.name(),
+                    "{} from {} and {} from {} would both be served as {:?} on the server {name}, so {} is left out: give one of them another name (servers.{name}.overrides.<tool>.name) or change the selectors (servers.{name}.tools)",
+                    left.canonical_name(),
                     source_of(&left),
-                    kept.name(),
+                    kept.canonical_name(),
                     source_of(&kept),
                     kept.name(),
+                    left.canonical_name(),
                 ));
                 if !Arc::ptr_eq(&o.get().0, &kept) {
                     o.insert((kept, renamed));

@@ -75,3 +75,4 @@ mod upstreams_http;
 mod upstreams_modern;
 mod upstreams_oauth;
 mod virtual_servers;
+mod virtual_servers_admin;
