@@ -72,6 +72,7 @@ where
                 // Its view as of now is what this client may see: the baseline its listeners
                 // are compared with (cached; rebuilt only after the registry changed).
                 server.view(&self.layer.server.tools.snapshot());
+                server.requests.increment(1);
                 request.extensions_mut().insert::<Arc<VirtualServer>>(server);
                 Either::Right(self.inner.call(request))
             }

@@ -40,6 +40,8 @@ pub struct VirtualServer {
     pub resource: Option<String>,
     view: ArcSwapOption<View>,
     building: Mutex<()>,
+    /// `toolgate_server_requests_total{server}`, resolved once.
+    pub requests: metrics::Counter,
     /// The digest of the view its listeners last heard about: [`UNSEEN`] until a view is built
     /// (the first one is what they saw), [`TELL`] when the server itself changed.
     announced: AtomicU64,
@@ -57,6 +59,7 @@ impl VirtualServer {
             view: ArcSwapOption::empty(),
             building: Mutex::new(()),
             announced: AtomicU64::new(announced),
+            requests: crate::metrics::record::server_requests(name),
         }
     }
 
