@@ -2,25 +2,27 @@
 # Virtual servers ([servers.<name>]) end to end: one toolgate (dev-mode auth) serving
 #   data  at /teams/data/mcp: calculate_* (a glob) and analyze_csv of the examples pack, and echo
 #         renamed `say` with its own description (overrides)
-#   ops   at /teams/ops/mcp: get_current_time and every tool of a real upstream MCP server
-#         (upstream:py, the FastMCP server of tests/e2e/upstreams/fastmcp_server.py, prefix py_),
-#         py_greet renamed `hello`; its own scope team:ops
+#   ops   at /teams/ops/mcp: get_current_time (its own title and openWorldHint) and every tool of
+#         a real upstream MCP server (upstream:py, the FastMCP server of
+#         tests/e2e/upstreams/fastmcp_server.py, prefix py_), py_greet renamed `hello`; its own
+#         scope team:ops
 # and the default /mcp, which still serves everything. What it proves, with the official SDK
 # clients (tests/e2e/servers_py.py as Python mcp 1.x in 2025-11-25, mcp 2.x in 2025-11-25 and in
 # 2026-07-28, and tests/e2e/servers_ts.mjs as the TypeScript SDK in 2025-11-25), each holding a
 # dev token minted for the server it talks to (RFC 8707 resource = origin + the server's path):
-#   - each server initializes as itself (serverInfo name, title) and lists exactly its own tools,
-#     the renamed ones under their new names with the overridden descriptions, and calls them;
+#   - each server identifies as itself (serverInfo name and title, instructions) and lists exactly
+#     its own tools, the renamed ones under their new names, with the overridden descriptions,
+#     titles and hints, calls them, and knows neither the other's tools nor the old names;
 #   - a token minted for one server is refused at the other (the SDK fails with HTTP 401), and
-#     the default /mcp lists everything under the original names;
+#     the default /mcp lists everything under the original names, descriptions and titles;
 #   - list_changed from the upstream (py_add_tool / py_remove_tool, the upstream's own
 #     notifications/tools/list_changed) reaches a listener on ops and one on /mcp (2025-11-25 GET
 #     stream through the SDK's message handler; 2026-07-28 subscriptions/listen), and a listener on
 #     data hears nothing in the same time, up to 1.5 s after ops heard the last change.
 # And with curl: the 401's WWW-Authenticate names the other server's RFC 9728 metadata URL
 # (/.well-known/oauth-protected-resource<path>), each metadata document gives its server's
-# resource, a token without ops' own scope is refused with 403 naming it, and an unknown path is
-# 404. Then: toolgate still healthy, no panic in its log.
+# resource, a token without ops' own scope is refused with 403 naming it, a session of data is
+# unknown at ops (404), and an unknown path is 404. Then: toolgate still healthy, no panic in its log.
 #
 # One toolgate and one upstream for everything; the listing checks of the four clients run in
 # parallel, the list_changed checks one client after another (each listens for changes the others
@@ -126,6 +128,7 @@ title = "Ops team"
 tools = ["get_current_time", "upstream:py"]
 scopes = ["team:ops"]
 overrides.py_greet = { name = "hello", description = "$HELLO_DESCRIPTION" }
+overrides.get_current_time = { title = "Ops clock", open_world_hint = true }
 EOF
 
 launch_toolgate() { # port
@@ -215,6 +218,12 @@ for pair in "$DATA_PATH mcp:tools" "$OPS_PATH team:ops"; do
     record "curl: metadata of $path gives resource $ORIGIN$path and scope $scope" 1
   fi
 done
+# A session belongs to the endpoint that made it: data's session id is unknown at ops.
+sid="$(grep -i '^mcp-session-id:' "$LOGS/headers-data-ok" | cut -d: -f2 | tr -d ' \r' || true)"
+status="$(curl -sS -m 10 -o /dev/null -w '%{http_code}' -X POST "$OPS_URL" -H "Authorization: Bearer $TOKEN_OPS" \
+  -H "Mcp-Session-Id: $sid" -H 'MCP-Protocol-Version: 2025-11-25' -H 'Content-Type: application/json' \
+  -H 'Accept: application/json, text/event-stream' --data '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' || echo failed)"
+record "curl: a session of data ('${sid:0:8}…') is unknown at ops (status $status)" "$([ -n "$sid" ] && [ "$status" = 404 ] && echo 0 || echo 1)"
 status="$(curl -sS -m 10 -o /dev/null -w '%{http_code}' "$ORIGIN/.well-known/oauth-protected-resource/teams/nope/mcp" || echo failed)"
 record "curl: no metadata for an unknown server (status $status)" "$([ "$status" = 404 ] && echo 0 || echo 1)"
 status="$(post_init "$ORIGIN/teams/nope/mcp" headers-nope "$TOKEN_DEFAULT")" || status="curl failed"
@@ -227,17 +236,20 @@ UPSTREAM_TOOLS='["greet","fail","contents","big","header","count","slow","slow_s
 jq -n --arg data "$DATA_URL" --arg ops "$OPS_URL" --arg default "$DEFAULT_URL" \
   --arg say "$SAY_DESCRIPTION" --arg hello "$HELLO_DESCRIPTION" --argjson upstream "$UPSTREAM_TOOLS" '{
   data: {url: $data, token_env: "TOKEN_DATA", name: "data", title: "Data team", instructions: "Tools of the data team.",
-         tools: ["analyze_csv", "calculate_sum", "say"], described: {say: $say},
+         tools: ["analyze_csv", "calculate_sum", "say"], served: {say: {description: $say}},
          call: {name: "say", arguments: {text: "hi from data"}, text: "hi from data"},
          unknown: ["echo", "get_current_time"]},
   ops: {url: $ops, token_env: "TOKEN_OPS", name: "ops", title: "Ops team", instructions: null,
         tools: (["get_current_time", "hello"] + [$upstream[] | select(. != "greet") | "py_" + .]),
-        described: {hello: $hello},
+        served: {hello: {description: $hello},
+                 get_current_time: {title: "Ops clock", annotations: {openWorldHint: true, readOnlyHint: true}}},
         call: {name: "hello", arguments: {name: "ops"}, text: "Hello, ops!"},
         unknown: ["py_greet", "calculate_sum"]},
   default: {url: $default, token_env: "TOKEN_DEFAULT",
             includes: (["analyze_csv", "calculate_sum", "echo", "get_current_time", "report_progress_steps"] + [$upstream[] | "py_" + .]),
-            excludes: ["say", "hello"]}
+            excludes: ["say", "hello"],
+            not_served: {echo: {description: $say}, py_greet: {description: $hello},
+                         get_current_time: {title: "Ops clock", annotations: {openWorldHint: true}}}}
 }' >"$LOGS/expect.json"
 
 # The upstream's tools reach toolgate shortly after it starts: wait (20 s at most) until ops

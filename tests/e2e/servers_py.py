@@ -3,18 +3,19 @@
 venv's interpreter), for tests/e2e/servers.sh, which starts one toolgate with two virtual servers
 (data, ops) beside the default /mcp and writes what each must serve to --expect (JSON: per
 endpoint its url, the environment variable holding a token minted for it, its name and title, its
-exact tool names, overridden descriptions and one call with its expected text).
+exact tool names, overridden fields, one call with its expected text, names unknown there).
 
     --era 2025-11-25  ClientSession + streamable_http_client: initialize, a session per endpoint,
                       the standalone GET stream for notifications (1.x or 2.x)
     --era 2026-07-28  mcp 2.x Client(mode="auto"): server/discover, no session,
                       subscriptions/listen for notifications
 
---checks serve: for data and ops, the server initializes as itself (serverInfo name and title),
-lists exactly its own tools (the renamed ones under their new names, with the overridden
-descriptions), calls one, and does not know a tool of the other server or the old name of a
-renamed one; the other server's token is refused (the SDK fails to connect, and the HTTP answer
-was 401); /mcp lists everything under the original names.
+--checks serve: for data and ops, the server identifies as itself (serverInfo name and title,
+instructions: from initialize, or in 2026-07-28 from server/discover), lists exactly its own tools
+(the renamed ones under their new names, with the overridden descriptions, titles and hints),
+calls one, and does not know a tool of the other server or the old name of a renamed one; the
+other server's token is refused (the SDK fails to connect, and every HTTP answer was 401); /mcp
+lists everything under the original names, without the virtual servers' overrides.
 
 --checks list_changed: listeners on ops, data and /mcp; py_add_tool through ops adds a tool to the
 upstream, which announces it; ops and /mcp hear notifications/tools/list_changed, ops lists and
@@ -91,6 +92,25 @@ class ListChanged:
             while len(self.heard) <= count:
                 await anyio.sleep(0.02)
         return self.heard[count] if len(self.heard) > count else None
+
+
+def mismatches(tool: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields of `fields` (nested: annotations) whose value `tool` does not have, as it has them."""
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        got = tool.get(key)
+        if isinstance(value, dict):
+            inner = mismatches(got if isinstance(got, dict) else {}, value)
+            if inner:
+                out[key] = inner
+        elif got != value:
+            out[key] = got
+    return out
+
+
+def fields_equal(tool: dict[str, Any], fields: dict[str, Any]) -> bool:
+    """Whether `tool` has every one of `fields` (nested) as given."""
+    return not mismatches(tool, fields)
 
 
 class Conn:
@@ -199,9 +219,9 @@ class Suite:
             conn = await connect(stack, self.args, want["url"], self.token(endpoint))
             tools = await conn.tools()
             check(sorted(tools) == sorted(want["tools"]), f"lists {sorted(tools)}, wanted exactly {sorted(want['tools'])}")
-            for name, description in want["described"].items():
-                got = tools[name].get("description")
-                check(got == description, f"{name} is described {got!r}, wanted {description!r}")
+            for name, fields in want["served"].items():
+                differs = mismatches(tools[name], fields)
+                check(not differs, f"{name} is served with {differs}, wanted {json.dumps(fields)}")
             call = want["call"]
             r = await conn.call(call["name"], call["arguments"])
             check(not r.get("isError") and text_of(r) == call["text"], f"{call['name']}({json.dumps(call['arguments'])}) returned {json.dumps(r)}")
@@ -236,11 +256,14 @@ class Suite:
         want = self.expect["default"]
         async with AsyncExitStack() as stack:
             conn = await connect(stack, self.args, want["url"], self.token("default"))
-            names = set(await conn.tools())
+            tools = await conn.tools()
+        names = set(tools)
         missing = sorted(set(want["includes"]) - names)
         check(not missing, f"/mcp lacks {missing}")
         present = sorted(set(want["excludes"]) & names)
         check(not present, f"/mcp lists the virtual servers' own names {present}")
+        for name, fields in want["not_served"].items():
+            check(not fields_equal(tools[name], fields), f"/mcp serves {name} with a virtual server's {json.dumps(fields)}")
         return f"{len(names)} tools"
 
     async def serve(self) -> None:

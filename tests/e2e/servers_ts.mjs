@@ -3,9 +3,10 @@
 // loaded from $HARNESS_DIR/node/node_modules by ./lib/sdk.mjs), which speaks 2025-11-25: the
 // counterpart of tests/e2e/servers_py.py for tests/e2e/servers.sh, with the same --expect file
 // (per endpoint its url, the environment variable holding its token, name, title, exact tool
-// names, overridden descriptions, one call, names unknown there) and the same checks:
-//   --checks serve         data and ops initialize as themselves, list exactly their own tools
-//                          (renamed ones under their new names and descriptions), call one, do not
+// names, overridden fields, one call, names unknown there) and the same checks:
+//   --checks serve         data and ops identify as themselves, list exactly their own tools
+//                          (renamed ones under their new names; overridden descriptions, titles,
+//                          hints), call one, do not
 //                          know the other's tools or the old names; the other server's token is
 //                          refused (the SDK fails to connect; the HTTP answers were 401); /mcp
 //                          lists everything under the original names
@@ -99,6 +100,20 @@ async function tools(client) {
   }
   throw new CheckFailed('tools/list did not end within 100 pages');
 }
+// The fields of `fields` (nested: annotations) whose value `tool` does not have, as it has them.
+function mismatches(tool, fields) {
+  const out = {};
+  for (const [key, value] of Object.entries(fields)) {
+    const got = tool?.[key];
+    if (value !== null && typeof value === 'object') {
+      const inner = mismatches(got ?? {}, value);
+      if (Object.keys(inner).length > 0) out[key] = inner;
+    } else if (got !== value) {
+      out[key] = got ?? null;
+    }
+  }
+  return out;
+}
 const sorted = (xs) => [...xs].sort();
 const same = (a, b) => JSON.stringify(sorted(a)) === JSON.stringify(sorted(b));
 
@@ -124,9 +139,9 @@ async function servesItsOwn(endpoint) {
   try {
     const listed = await tools(conn.client);
     check(same(listed.keys(), want.tools), `lists ${JSON.stringify(sorted(listed.keys()))}, wanted exactly ${JSON.stringify(sorted(want.tools))}`);
-    for (const [name, description] of Object.entries(want.described)) {
-      const got = listed.get(name).description;
-      check(got === description, `${name} is described ${JSON.stringify(got)}, wanted ${JSON.stringify(description)}`);
+    for (const [name, fields] of Object.entries(want.served)) {
+      const differs = mismatches(listed.get(name), fields);
+      check(Object.keys(differs).length === 0, `${name} is served with ${JSON.stringify(differs)}, wanted ${JSON.stringify(fields)}`);
     }
     const r = await conn.client.callTool({ name: want.call.name, arguments: want.call.arguments }, undefined, reqOpts);
     check(!r.isError && textOf(r) === want.call.text, `${want.call.name} returned ${JSON.stringify(r)}`);
@@ -178,11 +193,15 @@ async function defaultServesEverything() {
   const want = expect.default;
   const conn = await connect(want.url, token('default'));
   try {
-    const names = new Set((await tools(conn.client)).keys());
+    const listed = await tools(conn.client);
+    const names = new Set(listed.keys());
     const missing = want.includes.filter((n) => !names.has(n));
     check(missing.length === 0, `/mcp lacks ${missing}`);
     const present = want.excludes.filter((n) => names.has(n));
     check(present.length === 0, `/mcp lists the virtual servers' own names ${present}`);
+    for (const [name, fields] of Object.entries(want.not_served)) {
+      check(Object.keys(mismatches(listed.get(name), fields)).length > 0, `/mcp serves ${name} with a virtual server's ${JSON.stringify(fields)}`);
+    }
     return `${names.size} tools`;
   } finally {
     await close(conn);
