@@ -178,10 +178,10 @@ refused_pointing_at() { # token-name token url path
   metadata="$ORIGIN/.well-known/oauth-protected-resource$4"
   challenge="$(challenge_of "$file")"
   if [ "$status" = 401 ] && [[ "$challenge" == *'error="invalid_token"'* ]] && [[ "$challenge" == *"resource_metadata=\"$metadata\""* ]]; then
-    record "curl: a $1 token at $4 is 401 with resource_metadata=\"$metadata\"" 0
+    record "curl: a token for $1 is refused at $4: 401, resource_metadata=\"$metadata\"" 0
   else
-    log "a $1 token at $4: status $status, $challenge"
-    record "curl: a $1 token at $4 is 401 with resource_metadata=\"$metadata\"" 1
+    log "a token for $1 at $4: status $status, $challenge"
+    record "curl: a token for $1 is refused at $4: 401, resource_metadata=\"$metadata\"" 1
   fi
 }
 refused_pointing_at data "$TOKEN_DATA" "$OPS_URL" "$OPS_PATH"
@@ -193,17 +193,17 @@ refused_pointing_at /mcp "$TOKEN_DEFAULT" "$DATA_URL" "$DATA_PATH"
 for pair in "data $TOKEN_DATA $DATA_URL" "ops $TOKEN_OPS $OPS_URL" "/mcp $TOKEN_DEFAULT $DEFAULT_URL"; do
   read -r name tok url <<<"$pair"
   status="$(post_init "$url" "headers-${name//\//_}-ok" "$tok")" || status="curl failed"
-  record "curl: a $name token at ${url#"$ORIGIN"} is let in (status $status)" "$([ "$status" = 200 ] && echo 0 || echo 1)"
+  record "curl: a token for $name is let in there (status $status)" "$([ "$status" = 200 ] && echo 0 || echo 1)"
 done
 
 # ops requires its own scope: 403 naming it.
 status="$(post_init "$OPS_URL" headers-ops-unscoped "$TOKEN_OPS_UNSCOPED")" || status="curl failed"
 challenge="$(challenge_of headers-ops-unscoped)"
 if [ "$status" = 403 ] && [[ "$challenge" == *'scope="team:ops'* ]]; then
-  record "curl: an ops token without team:ops is 403 naming the scope" 0
+  record "curl: a token for ops without team:ops is 403 naming the scope" 0
 else
-  log "an ops token without team:ops: status $status, $challenge"
-  record "curl: an ops token without team:ops is 403 naming the scope" 1
+  log "a token for ops without team:ops: status $status, $challenge"
+  record "curl: a token for ops without team:ops is 403 naming the scope" 1
 fi
 
 # Each server's RFC 9728 metadata gives its own resource; an unknown server has none.
@@ -231,7 +231,7 @@ record "curl: an unknown path is 404, not a request for a token (status $status)
 
 # ---- the SDK clients --------------------------------------------------------------------------
 # What each endpoint must serve, for the clients. ops: get_current_time and the upstream's tools,
-# py_greet as hello.
+# py_greet as hello. UPSTREAM_TOOLS: the tools of tests/e2e/upstreams/fastmcp_server.py.
 UPSTREAM_TOOLS='["greet","fail","contents","big","header","count","slow","slow_status","ask_name","add_tool","remove_tool"]'
 jq -n --arg data "$DATA_URL" --arg ops "$OPS_URL" --arg default "$DEFAULT_URL" \
   --arg say "$SAY_DESCRIPTION" --arg hello "$HELLO_DESCRIPTION" --argjson upstream "$UPSTREAM_TOOLS" '{
@@ -264,7 +264,7 @@ for _ in $(seq 80); do ops_ready && break; sleep 0.25; done
 ops_ready || { tail -n 30 "$LOGS/server.log" >&2 && fail_early "the upstream's tools reach ops within 20 s"; }
 log "curl checks done, ops serves the upstream's tools after ${SECONDS}s"
 
-PY_ARGS=(--expect "$LOGS/expect.json" --timeout $((CLIENT_TIMEOUT - 5)))
+CLIENT_ARGS=(--expect "$LOGS/expect.json" --timeout $((CLIENT_TIMEOUT - 5)))
 clients=(
   "python-mcp1 $PY1 $E2E/servers_py.py --era 2025-11-25"
   "python-mcp2 $PY2 $E2E/servers_py.py --era 2025-11-25"
@@ -275,7 +275,7 @@ clients=(
 pids=()
 for c in "${clients[@]}"; do
   read -r -a argv <<<"$c"
-  { timeout -k 5 "$CLIENT_TIMEOUT" "${argv[@]:1}" "${PY_ARGS[@]}" --checks serve 2>"$LOGS/${argv[0]}-serve.stderr" || echo "EXIT $?"; } \
+  { timeout -k 5 "$CLIENT_TIMEOUT" "${argv[@]:1}" "${CLIENT_ARGS[@]}" --checks serve 2>"$LOGS/${argv[0]}-serve.stderr" || echo "EXIT $?"; } \
     >"$LOGS/${argv[0]}-serve.out" &
   pids+=($!)
 done
@@ -289,7 +289,7 @@ log "listing checks done after ${SECONDS}s"
 # list_changed: one client after another.
 for c in "${clients[@]}"; do
   read -r -a argv <<<"$c"
-  run_client "${argv[0]}" "${argv[@]:1}" "${PY_ARGS[@]}" --checks list_changed
+  run_client "${argv[0]}" "${argv[@]:1}" "${CLIENT_ARGS[@]}" --checks list_changed
 done
 
 log "list_changed checks done after ${SECONDS}s"

@@ -228,12 +228,13 @@ async function listChanged() {
       check(conn.get === 200, `${endpoint}'s GET stream answered ${conn.get}`);
     }
     const { ops, data } = conns;
+    const before = { ops: heard.ops.length, default: heard.default.length };
     const started = Date.now();
     let r = await ops.client.callTool({ name: 'py_add_tool', arguments: { name: tool } }, undefined, reqOpts);
     check(!r.isError, `py_add_tool returned ${JSON.stringify(r)}`);
-    const at = await moreThan(heard.ops, 0, 10000);
+    const at = await moreThan(heard.ops, before.ops, 10000);
     check(at !== null, 'ops heard no notifications/tools/list_changed within 10 s of the upstream\'s');
-    check(await moreThan(heard.default, 0, 10000) !== null, '/mcp heard no notifications/tools/list_changed within 10 s');
+    check(await moreThan(heard.default, before.default, 10000) !== null, '/mcp heard no notifications/tools/list_changed within 10 s');
     check((await tools(ops.client)).has(served), `${served} not listed at ops after list_changed`);
     r = await ops.client.callTool({ name: served, arguments: {} }, undefined, reqOpts);
     check(textOf(r) === `${tool} was added at runtime`, `${served} at ops returned ${JSON.stringify(r)}`);
