@@ -162,7 +162,6 @@ async function servesItsOwn(endpoint) {
 }
 
 async function refused(endpoint, tokenOf) {
-  let conn;
   const statuses = [];
   const bearer = token(tokenOf);
   const recording = async (u, init) => {
@@ -177,12 +176,11 @@ async function refused(endpoint, tokenOf) {
   let error;
   try {
     await client.connect(transport, reqOpts);
-    conn = { client, transport };
     await client.listTools(undefined, reqOpts);
   } catch (e) {
     error = e;
   } finally {
-    await close(conn ?? { client, transport });
+    await close({ client, transport });
   }
   check(error, `connected to ${endpoint} and listed its tools with a token minted for ${tokenOf}`);
   check(statuses.length > 0 && statuses.every(([, s]) => s === 401), `HTTP answers ${JSON.stringify(statuses)}, wanted only 401`);
