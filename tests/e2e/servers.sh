@@ -22,11 +22,12 @@
 # And with curl: the 401's WWW-Authenticate names the other server's RFC 9728 metadata URL
 # (/.well-known/oauth-protected-resource<path>), each metadata document gives its server's
 # resource, a token without ops' own scope is refused with 403 naming it, a session of data is
-# unknown at ops (404), and an unknown path is 404. Then: toolgate still healthy, no panic in its log.
+# unknown at ops (404), and an unknown path is 404. Then: toolgate still healthy, no panic in its
+# log. About 20 s.
 #
 # One toolgate and one upstream for everything; the listing checks of the four clients run in
-# parallel, the list_changed checks one client after another (each listens for changes the others
-# would cause). Needs tests/e2e/setup.sh to have run (components node22, node, py-mcp1, py-mcp2).
+# parallel, the list_changed checks one client after another (each would hear the changes the
+# others cause, and could not tell them from its own). Needs tests/e2e/setup.sh to have run (components node22, node, py-mcp1, py-mcp2).
 # Everything listens on 127.0.0.1 only. Prints a PASS or FAIL line per check; the last line is
 # `servers: N passed, M failed`; exit status 0 only if M is 0. Called by tests/e2e/run.sh, or
 # alone:
