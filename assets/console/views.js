@@ -6,6 +6,7 @@
 import * as api from "./api.js";
 import { action, ago, badge, button, fmtBytes, fmtCount, fmtMs, fmtSeconds, fmtTime, h, heading, json, replace, stat, table, updated } from "./dom.js";
 import { grants } from "./grants.js";
+import { servers } from "./servers.js";
 import { schemaForm } from "./form.js";
 
 const OUTCOMES = ["ok", "tool_error", "timeout", "cancelled", "denied", "rate_limited", "invalid_input", "internal_error"];
@@ -480,4 +481,4 @@ function callResult(r) {
   );
 }
 
-export const views = { overview, tools, upstreams, sessions, grants, audit, try: tryTool };
+export const views = { overview, tools, upstreams, servers, sessions, grants, audit, try: tryTool };

@@ -248,10 +248,8 @@ impl McpServer {
         }
         let meta = obj.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
-            meta.insert(
-                "io.modelcontextprotocol/serverInfo".into(),
-                json!({ "name": self.settings.server.name, "version": env!("CARGO_PKG_VERSION") }),
-            );
+            let name = ctx.caller.server.as_deref().map_or(self.settings.server.name.as_str(), |s| s.name.as_ref());
+            meta.insert("io.modelcontextprotocol/serverInfo".into(), json!({ "name": name, "version": env!("CARGO_PKG_VERSION") }));
         }
     }
 

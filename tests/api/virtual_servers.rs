@@ -117,6 +117,14 @@ async fn initialize_names_the_server_and_gives_its_instructions() {
 }
 
 #[tokio::test]
+async fn a_2026_answer_is_stamped_with_the_servers_own_name() {
+    let s = TestServer::with(two_servers).await;
+    let body = response_json(modern_to(&s, DATA, "server/discover", json!({}), &[]).await).await;
+    assert_eq!(body["result"]["serverInfo"]["name"], "data");
+    assert_eq!(body["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "data", "{body}");
+}
+
+#[tokio::test]
 async fn a_session_is_unknown_at_every_endpoint_but_its_own() {
     let s = TestServer::with(two_servers).await;
     let (sid, _) = initialize_at(&s, DATA, &[]).await;
