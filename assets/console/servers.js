@@ -101,7 +101,7 @@ export async function servers(root, ctx) {
           { label: "Name", cell: (x) => h("strong", null, x.name) },
           { label: "Path", cell: (x) => h("code", null, x.path) },
           { label: "Title", cell: (x) => x.title || "" },
-          { label: "Tools", cell: (x) => String(x.tools) },
+          { label: "Tools", cell: (x) => String(x.tool_count) },
           { label: "Scopes", cell: (x) => (x.scopes.length ? x.scopes.join(" ") : h("span", { class: "muted" }, "none")) },
           { label: "Defined in", cell: (x) => badge(x.origin === "settings" ? "settings" : `admin API (rev ${x.revision})`, x.origin === "settings" ? "neutral" : "good") },
           { label: "", cell: (x) => (x.collisions.length ? badge(`${x.collisions.length} left out`, "warn") : null) },

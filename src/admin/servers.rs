@@ -56,7 +56,7 @@ fn summary(app: &AdminState, server: &VirtualServer, view: &crate::virtual_serve
         "scopes": server.settings.scopes,
         "origin": origin,
         "revision": app.server.servers.revision(&server.name),
-        "tools": view.tools.len(),
+        "tool_count": view.tools.len(),
         "collisions": view.collisions,
     })
 }

@@ -32,7 +32,7 @@ pub fn source_of(tool: &RegisteredTool) -> String {
         None => match tool.tool.origin().as_str() {
             "file" => "the tools file".to_owned(),
             "database" => "the database (admin API)".to_owned(),
-            other => format!("the {other} tools"),
+            _ => "the built-in tools".to_owned(),
         },
     }
 }

@@ -51,7 +51,7 @@ async fn a_stored_server_is_served_at_once_and_deleting_it_makes_its_path_unknow
     let one: Value = s.client.get(s.admin_url("/admin/servers/team")).send().await.expect("sent").json().await.expect("json");
     assert_eq!(
         one["tools"][0],
-        json!({"name": "say", "served_from": "echo", "source": "the code tools", "description": one["tools"][0]["description"]})
+        json!({"name": "say", "served_from": "echo", "source": "the built-in tools", "description": one["tools"][0]["description"]})
     );
     assert_eq!(one["origin"], "admin");
     let deleted = s.client.delete(s.admin_url("/admin/servers/team")).send().await.expect("sent");
@@ -66,7 +66,7 @@ async fn a_definition_that_would_serve_two_tools_under_one_name_is_refused_namin
     assert_eq!(res.status(), 422);
     let problem: Value = res.json().await.expect("json");
     let detail = problem["detail"].as_str().expect("detail");
-    assert!(detail.contains("echo from the code tools") && detail.contains("calculate_sum from the code tools"), "{detail}");
+    assert!(detail.contains("echo from the built-in tools") && detail.contains("calculate_sum from the built-in tools"), "{detail}");
     assert!(detail.contains("servers.team.overrides"), "{detail}");
     assert_eq!(names_at(&s, "/t/mcp").await, None, "nothing was stored");
 }
@@ -104,7 +104,7 @@ async fn settings_that_would_serve_two_tools_under_one_name_stop_start_up_naming
     team.overrides.insert("echo".into(), toolgate::config::servers::ServedAs { name: Some("calculate_sum".into()), ..Default::default() });
     settings.servers.insert("team".into(), team);
     let err = toolgate::app::AppState::new(settings).await.err().expect("refused").to_string();
-    assert!(err.contains("servers.team.overrides") && err.contains("echo from the code tools"), "{err}");
+    assert!(err.contains("servers.team.overrides") && err.contains("echo from the built-in tools"), "{err}");
 }
 
 #[tokio::test]
