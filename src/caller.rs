@@ -29,10 +29,19 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// Whose tasks these are: the principal's key, or "" without authentication (task ids
-    /// are unguessable then).
+    /// Whose tasks these are: the principal's key (with the virtual server's name at one), or
+    /// "" without authentication (task ids are unguessable then).
     pub fn owner_key(&self) -> String {
-        self.principal.as_deref().map(crate::principal::Principal::key).unwrap_or_default()
+        let Some(principal) = self.principal.as_deref() else { return String::new() };
+        let mut key = principal.key();
+        // A task belongs to the endpoint it was created at too: at another virtual server (or
+        // at the default endpoint) it is unknown, like another principal's. The record
+        // separator cannot occur in a principal's key.
+        if let Some(server) = &self.server {
+            key.push('\u{1e}');
+            key.push_str(&server.name);
+        }
+        key
     }
 
     /// Whom limits and caps count against: the principal, else the address.

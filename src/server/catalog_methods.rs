@@ -80,7 +80,11 @@ impl McpServer {
             return Err(RpcError::method_not_found(method));
         };
         if method == "resources/subscribe" {
-            if !self.resources.exists(uri) {
+            let known = match ctx.caller.server {
+                None => self.resources.exists(uri),
+                Some(_) => self.resources.reader(uri, &|o| self.may_see_resource(o, ctx)).is_some(),
+            };
+            if !known {
                 return Err(RpcError::new(code::RESOURCE_NOT_FOUND, format!("Resource not found: {uri}")).with_data(json!({ "uri": uri })));
             }
             session.subscribe(uri);
@@ -146,7 +150,7 @@ impl McpServer {
         }
     }
 
-    pub(super) fn complete(&self, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    pub(super) fn complete(&self, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
         let reference = params
             .get("ref")
             .and_then(Value::as_object)
@@ -160,6 +164,13 @@ impl McpServer {
         let values = match reference.get("type").and_then(Value::as_str) {
             Some("ref/prompt") => {
                 let name = required_str(reference, "name", "ref/prompt")?;
+                // A prompt this endpoint does not serve is unknown here.
+                let served = ctx.caller.server.is_none()
+                    || self.may_see_prompt(&Offer { scopes: &[], name, source: None }, ctx)
+                    || self.prompts.remote_get(name, &|o| self.may_see_prompt(o, ctx)).is_some();
+                if !served {
+                    return Err(RpcError::invalid_params(format!("Unknown prompt: {name}")));
+                }
                 self.prompts
                     .complete(name, arg_name, arg_value)
                     .ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?

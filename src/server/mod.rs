@@ -214,7 +214,7 @@ impl McpServer {
                 self.subscription_method(&req.method, params, ctx)
             }
             "prompts/list" | "prompts/get" if self.prompts.is_offered() => self.prompt_method(&req.method, params, ctx).await,
-            "completion/complete" if self.prompts.has_completions() => self.complete(params),
+            "completion/complete" if self.prompts.has_completions() => self.complete(params, ctx),
             method if self.is_task_method(method, era) => self.task_method(method, params, ctx).await,
             other => Err(RpcError::method_not_found(other)),
         }?;

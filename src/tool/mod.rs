@@ -386,7 +386,7 @@ impl ToolBuilder {
     }
 
     /// Where calls of this tool really go, named in their audit records.
-    pub(crate) fn provenance(mut self, provenance: String) -> Self {
+    pub fn provenance(mut self, provenance: String) -> Self {
         self.opts.provenance = Some(provenance.into());
         self
     }
