@@ -5,6 +5,7 @@
 
 import * as api from "./api.js";
 import { action, ago, badge, button, fmtBytes, fmtCount, fmtMs, fmtSeconds, fmtTime, h, heading, json, replace, stat, table, updated } from "./dom.js";
+import { approvals } from "./approvals.js";
 import { grants } from "./grants.js";
 import { schemaForm } from "./form.js";
 
@@ -480,4 +481,4 @@ function callResult(r) {
   );
 }
 
-export const views = { overview, tools, upstreams, sessions, grants, audit, try: tryTool };
+export const views = { overview, tools, upstreams, approvals, sessions, grants, audit, try: tryTool };

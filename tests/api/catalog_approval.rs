@@ -319,3 +319,24 @@ async fn an_approval_through_one_replica_goes_live_on_the_other() {
     assert!(hears_list_changed(&mut events, Duration::from_secs(10)).await, "the other replica announces it");
     wait_described(&b, &session, "up_echo", "Changed upstream.").await;
 }
+
+#[tokio::test]
+async fn a_stdio_upstreams_rug_pull_is_held_with_its_schema_paths() {
+    const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/api/upstream_support/stdio_upstream.py");
+    let upstream = json!({"stdio": {"program": "python3", "args": [FIXTURE], "env_passthrough": ["PATH"], "env": {"UPSTREAM_RUG": "1"}}});
+    let settings = serde_json::from_value(upstream).expect("settings");
+    let server = TestServer::with(|s| {
+        s.tools.packs.examples = false;
+        s.upstreams.insert("fx".into(), settings);
+    })
+    .await;
+    wait_for(&server, "fx_rug_pull", true).await;
+    let session = server.initialize(V).await;
+    let before = listed(&server, &session, "fx_echo").await.expect("echo listed");
+    let pulled = server.call(&session, 2, "tools/call", json!({"name": "fx_rug_pull", "arguments": {}})).await;
+    assert_eq!(pulled["result"]["content"][0]["text"], "pulled");
+    let pending = wait_approvals(&server, "", 1).await;
+    let schema = pending[0]["diff"].as_array().expect("diff").iter().find(|d| d["field"] == "inputSchema").cloned().expect("schema diff");
+    assert_eq!(schema["paths"]["added"], json!(["/properties/secret", "/required/1"]), "{schema}");
+    assert_eq!(listed(&server, &session, "fx_echo").await, Some(before), "the approved echo serves");
+}
