@@ -10,6 +10,7 @@
 pub mod db;
 pub mod diff;
 pub mod fingerprint;
+mod held;
 pub mod review;
 
 use std::collections::HashMap;
@@ -20,7 +21,8 @@ use serde::Serialize;
 
 use crate::store::Store;
 
-pub use review::{Held, Review, Why};
+pub use held::{Held, Why};
+pub use review::Review;
 
 /// Largest listed entry stored (its JSON text): an upstream's listing is bounded by its
 /// message budget, but one description needs no more, and each version is kept.

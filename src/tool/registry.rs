@@ -164,6 +164,8 @@ impl std::fmt::Display for SyncReport {
 
 /// Tools one source withdrew, and why.
 type Withdrawn = (Vec<Arc<RegisteredTool>>, String);
+/// Tools one source lists but may not serve, each with why.
+type Held = Vec<(Arc<RegisteredTool>, String)>;
 
 /// The live registry.
 pub struct ToolRegistry {
@@ -176,7 +178,7 @@ pub struct ToolRegistry {
     withdrawn: Mutex<HashMap<String, Withdrawn>>,
     /// Tools a source lists but may not serve (held for an operator's approval, or rejected),
     /// by source, each with the sentence a caller is told instead of "Unknown tool".
-    held: Mutex<HashMap<String, Vec<(Arc<RegisteredTool>, String)>>>,
+    held: Mutex<HashMap<String, Held>>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
