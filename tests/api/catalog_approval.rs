@@ -112,6 +112,37 @@ async fn the_first_listing_is_pinned_and_served() {
     assert!(approved.iter().all(|a| a["decided_by"] == "toolgate: first listing pinned"));
     assert!(approvals(&server, "").await.is_empty(), "nothing waits");
     assert!(upstream_status(&server).await.get("held").is_none());
+    let metrics = server.client.get(server.admin_url("/metrics")).send().await.expect("sent").text().await.expect("text");
+    for series in [
+        r#"toolgate_catalog_decisions_total{decision="auto_approved"}"#,
+        r#"toolgate_catalog_decisions_total{decision="approved"}"#,
+        r#"toolgate_catalog_held{upstream="up"}"#,
+    ] {
+        assert!(metrics.contains(series), "{series} missing");
+    }
+}
+
+#[tokio::test]
+async fn without_the_database_a_listing_serves_only_what_was_known_approved() {
+    let (upstream, server) = pair("pin").await;
+    let session = server.initialize(V).await;
+    let before = listed(&server, &session, "up_echo").await.expect("echo listed");
+    // The approved catalog cannot be read any more.
+    let toolgate::store::Backend::Sqlite(pool) = server.state().store.backend() else { panic!("the test server runs on SQLite") };
+    sqlx::query("ALTER TABLE catalog_entries RENAME TO catalog_entries_away").execute(pool).await.expect("renamed");
+    rug_pull(&upstream, "Changed while the database is away.", None);
+    add_fresh(&upstream);
+    let mut status = Value::Null;
+    for _ in 0..200 {
+        status = upstream_status(&server).await;
+        if status["approval_error"].is_string() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(status["approval_error"].as_str().is_some_and(|e| e.contains("only entries known approved are served")), "{status}");
+    assert_eq!(listed(&server, &session, "up_echo").await, Some(before), "the approved version serves");
+    assert!(!served(&server).contains(&"up_fresh".to_owned()), "nothing unapproved serves");
 }
 
 #[tokio::test]
@@ -148,6 +179,20 @@ async fn approving_a_change_serves_it_and_announces_it_only_then() {
     let superseded = approvals(&server, "?state=superseded").await;
     assert_eq!(superseded.len(), 1, "the version approved before is superseded");
     assert!(upstream_status(&server).await.get("held").is_none());
+    // Audited as an admin change naming what was approved.
+    for _ in 0..100 {
+        let audit: Value =
+            server.client.get(server.admin_url("/admin/audit?kind=admin_change")).send().await.expect("sent").json().await.expect("json");
+        let records = audit["records"].as_array().cloned().unwrap_or_default();
+        if records
+            .iter()
+            .any(|r| r["detail"].as_str().is_some_and(|d| d.starts_with("approved the tool echo of upstream up (fingerprint ")))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no admin_change audit record of the approval");
 }
 
 #[tokio::test]
