@@ -120,6 +120,11 @@ impl Approvals {
         &self.store
     }
 
+    /// Drops what was last read for `source` (the upstream was removed).
+    pub fn forget(&self, source: &str) {
+        self.known.lock().remove(source);
+    }
+
     /// Approves or rejects pending version `id` as `by`; returns it as it was (pending).
     /// Approving supersedes the version approved before.
     pub async fn decide(&self, id: &str, approve: bool, by: Option<&str>) -> Result<db::Row, DecideError> {

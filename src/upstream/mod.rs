@@ -157,6 +157,7 @@ impl Upstreams {
         let mut offered = self.offered.lock();
         self.server.tools.set_withdrawn(name, Vec::new(), String::new());
         self.server.tools.set_held(name, Vec::new());
+        self.approvals.forget(name);
         self.server.resources.sync_source(name, None);
         self.server.prompts.sync_source(name, None);
         offered.remove(name);

@@ -210,8 +210,9 @@ async fn approved(
         .chain(prompts.iter().flatten().map(|p| (Kind::Prompt, p)))
         .collect();
     let review = upstreams.approvals.review(&link.name, link.settings.approval, &entries).await;
-    let mut served = entries.iter().map(|(k, _)| *k).zip(review.served);
-    let mut take = |n: usize| served.by_ref().take(n).filter_map(|(_, e)| e).collect::<Vec<Value>>();
+    // `served` is in the order of `entries`: tools, resources, templates, prompts.
+    let mut served = review.served.into_iter();
+    let mut take = |n: usize| served.by_ref().take(n).flatten().collect::<Vec<Value>>();
     let gated = Gated {
         tools: take(tools.len()),
         resources: resources.as_ref().map(|(r, t)| (take(r.len()), take(t.len()))),
