@@ -230,6 +230,7 @@ async function upstreams(root, ctx) {
           { label: "Transport", cell: (u) => u.transport },
           { label: "State", cell: (u) => badge(u.state, u.state === "connected" ? "good" : u.state === "connecting" ? "warn" : "bad") },
           { label: "Tools", cell: (u) => [fmtCount(u.tools), u.skipped && u.skipped.length ? h("details", null, h("summary", null, `${u.skipped.length} skipped`), h("ul", null, u.skipped.map((s) => h("li", null, s)))) : null] },
+          { label: "Held", cell: (u) => [u.held && u.held.length ? h("a", { href: "#approvals" }, badge(`${u.held.length} waiting`, "warn")) : "–", u.approval_error ? h("div", { class: "error-text small" }, u.approval_error) : null] },
           { label: "Server", cell: (u) => (u.server_info ? `${u.server_info.name || ""} ${u.server_info.version || ""}` : "–") },
           { label: "Protocol", cell: (u) => u.protocol_version || "–" },
           { label: "Last sync", cell: (u) => (u.last_sync_ms ? h("span", { title: fmtMs(u.last_sync_ms) }, ago(new Date(u.last_sync_ms).toISOString())) : "–") },

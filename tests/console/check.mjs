@@ -324,6 +324,9 @@ async function tokenRun(page, keepSession) {
     const served = await api("GET", "/admin/catalog");
     const echo = served.body.tools.find((t) => t.name === "fx_echo");
     assert(echo && !echo.listing.description.includes("id_rsa"), "the approved version serves meanwhile");
+    await nav(page, "upstreams");
+    await page.waitForSelector('#view a[href="#approvals"]');
+    assert((await page.textContent("#view")).includes("1 waiting"), "the Upstreams view shows the held change");
     await nav(page, "approvals");
     await page.waitForSelector(`section.approval[data-id="${held[0].id}"] .diff-after`);
     const text = await page.textContent("#view");
