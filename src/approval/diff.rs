@@ -22,7 +22,7 @@ pub struct FieldDiff {
     pub field: &'static str,
     pub before: Value,
     pub after: Value,
-    /// For schemas: the paths added, removed and changed (leaves), each at most [`MAX_PATHS`].
+    /// For schemas: the paths added, removed and changed (leaves), each at most 200.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub paths: Option<Paths>,
 }

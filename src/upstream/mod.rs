@@ -2,7 +2,8 @@
 //! runs. Each `[upstreams.<name>]` gets a supervisor ([`supervise`]) that connects (a child
 //! over stdio, or Streamable HTTP), lists the upstream's tools, and serves them here under a
 //! prefix ([`catalog`]), through the same execution layer as every other tool (scopes, limits,
-//! timeouts, audit). A call is forwarded as is ([`forward`]); progress, cancellation and the
+//! timeouts, audit), once the approved catalog ([`crate::approval`]) let each entry serve. A
+//! call is forwarded as is ([`forward`]); progress, cancellation and the
 //! upstream's requests for input are relayed. The upstream's `list_changed` resyncs its tools;
 //! a lost connection withdraws them until it is back. Clients hear `list_changed` only when
 //! what they see changed.
