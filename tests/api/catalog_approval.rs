@@ -385,3 +385,21 @@ async fn a_stdio_upstreams_rug_pull_is_held_with_its_schema_paths() {
     assert_eq!(schema["paths"]["added"], json!(["/properties/secret", "/required/1"]), "{schema}");
     assert_eq!(listed(&server, &session, "fx_echo").await, Some(before), "the approved echo serves");
 }
+
+#[tokio::test]
+async fn going_back_to_a_version_approved_before_waits_again() {
+    let (upstream, server) = pair("pin").await;
+    for description in ["Version A.", "Version B."] {
+        rug_pull(&upstream, description, None);
+        let pending = wait_approvals(&server, "", 1).await;
+        assert_eq!(decide(&server, pending[0]["id"].as_str().expect("id"), "approve").await.status(), 200);
+        wait_approvals(&server, "", 0).await;
+    }
+    let session = server.initialize(V).await;
+    wait_described(&server, &session, "up_echo", "Version B.").await;
+    // A was approved once and superseded by B: what is approved now is B, so A waits again.
+    rug_pull(&upstream, "Version A.", None);
+    let pending = wait_approvals(&server, "", 1).await;
+    assert_eq!((pending[0]["change"].as_str(), pending[0]["entry"]["description"].as_str()), (Some("changed"), Some("Version A.")));
+    assert_eq!(listed(&server, &session, "up_echo").await.expect("echo")["description"], "Version B.");
+}
