@@ -58,8 +58,14 @@ fn report(backend: &str, step: &str, mut times: Vec<Duration>) {
 
 async fn measure(backend: &str, store: Store, key_file: &std::path::Path) {
     let http = reqwest::Client::new();
-    let parts =
-        Parts { resources: vec![RESOURCE.into()], scopes_supported: vec!["mcp:tools".into()], store: store.clone(), audit: None, http };
+    let parts = Parts {
+        resources: vec![RESOURCE.into()],
+        servers: Default::default(),
+        scopes_supported: vec!["mcp:tools".into()],
+        store: store.clone(),
+        audit: None,
+        http,
+    };
     let server = AuthServer::new(settings(key_file), parts).expect("authorization server");
     let details = json!({
         "client_id": "bench", "redirect_uri": REDIRECT, "code_challenge": CHALLENGE, "resource": RESOURCE,

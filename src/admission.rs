@@ -61,12 +61,17 @@ impl Admission {
             Incoming::Request(req) => {
                 self.check_scopes(caller, &req.method)?;
                 let tool = req.params.get("name").and_then(Value::as_str).filter(|_| req.method == "tools/call");
+                // A tool's budget is one, whatever name a virtual server serves it under.
+                let tool = match (&caller.server, tool) {
+                    (Some(server), Some(served)) => Some(std::borrow::Cow::Owned(server.canonical_name(served))),
+                    (_, tool) => tool.map(std::borrow::Cow::Borrowed),
+                };
                 (req.method.as_str(), tool)
             }
             Incoming::Notification(n) => (n.method.as_str(), None),
             Incoming::Response(_) => ("response", None),
         };
-        self.charge(caller, method, tool).await
+        self.charge(caller, method, tool.as_deref()).await
     }
 
     /// A long-lived stream: one request from the budgets, then a slot under the client's cap

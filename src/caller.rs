@@ -24,6 +24,8 @@ pub struct Caller {
     pub trace: Option<TraceContext>,
     /// The verified token itself, only for an upstream's token exchange (see [`BearerToken`]).
     pub token: Option<BearerToken>,
+    /// The virtual server the request was sent to; `None` for the default endpoint.
+    pub server: Option<Arc<crate::virtual_servers::VirtualServer>>,
 }
 
 impl Caller {
@@ -40,6 +42,11 @@ impl Caller {
             (None, Some(ip)) => Some(ClientKey::from_ip(ip)),
             (None, None) => None,
         }
+    }
+
+    /// The virtual server's name, `None` for the default endpoint.
+    pub fn server_name(&self) -> Option<&str> {
+        self.server.as_deref().map(|s| s.name.as_ref())
     }
 
     /// The token's subject, if there is a token.
@@ -69,6 +76,9 @@ impl Caller {
         }
         if let Some(ip) = self.ip {
             record = record.with_client_ip(ip);
+        }
+        if let Some(server) = &self.server {
+            record = record.with_server(server.name.as_ref());
         }
         record
     }

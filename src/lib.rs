@@ -34,4 +34,5 @@ pub mod tooldef;
 pub mod transport;
 pub mod untrusted;
 pub mod upstream;
+pub mod virtual_servers;
 pub mod yaml;

@@ -23,6 +23,18 @@ pub struct Principal {
     pub scopes: BTreeSet<String>,
     /// The `exp` claim, in seconds since the Unix epoch.
     pub expires_at: u64,
+    /// Whether the token's audience names the default endpoint (`auth.resource` or an
+    /// issuer's extra audience). A principal handed over by another replica predates the
+    /// field only for the default endpoint's transport, hence the default.
+    #[serde(default = "yes")]
+    pub default_audience: bool,
+    /// The virtual servers' audiences the token names (`src/virtual_servers`).
+    #[serde(default)]
+    pub server_audiences: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Principal {

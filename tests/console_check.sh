@@ -4,8 +4,10 @@
 #   token  dev-mode auth (the default): the page asks for a token, refuses a bad one and one
 #          without the admin scope, then walks every view: tools (disable and re-enable a stored
 #          tool, checked through the API; reload), a try-out from the generated form, the audit
-#          log filtered to that call and exported as CSV, sessions, upstreams, approvals (an
-#          upstream's held change with its diff, approved through the button), overview;
+#          log filtered to that call and exported as CSV, sessions, virtual servers (one from the
+#          settings, one stored through the form after a refused one, then deleted), upstreams,
+#          approvals (an upstream's held change with its diff, approved through the button),
+#          overview;
 #   off    auth.mode = "off": no token is asked, the views load, a try-out works.
 # Every view is screenshotted into $CONSOLE_SCREENSHOTS; any error in the page's console fails
 # the run. The last line is `console: N passed, M failed`; exit status 0 only if M is 0.
@@ -113,6 +115,11 @@ prefix = "dead_"
 [upstreams.fx]
 prefix = "fx_"
 stdio = { program = "python3", args = ["$ROOT/tests/api/upstream_support/stdio_upstream.py"], env_passthrough = ["PATH"], env = { UPSTREAM_RUG = "1" } }
+
+[servers.docs]
+path = "/teams/docs/mcp"
+title = "Docs team"
+tools = ["from_file", "get_current_time"]
 EOF
 
 MODE=""

@@ -56,8 +56,8 @@ async function problemOf(res) {
 
 /// One JSON request. `body` (an object) is sent as JSON. Resolves to the parsed body (null
 /// for 204); rejects with ApiError.
-export async function request(method, path, { body, query } = {}) {
-  const init = { method, headers: authHeaders({ Accept: "application/json" }), cache: "no-store" };
+export async function request(method, path, { body, query, headers } = {}) {
+  const init = { method, headers: authHeaders({ Accept: "application/json", ...(headers || {}) }), cache: "no-store" };
   if (body !== undefined) {
     init.headers.set("Content-Type", "application/json");
     init.body = JSON.stringify(body);

@@ -47,6 +47,7 @@ pub mod metrics;
 mod overview;
 mod problem;
 mod prom;
+mod servers;
 mod sessions;
 mod sources;
 mod state;
@@ -81,6 +82,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/approvals", get(approvals::list))
         .route("/admin/approvals/{id}/approve", post(approvals::approve))
         .route("/admin/approvals/{id}/reject", post(approvals::reject))
+        .route("/admin/servers", get(servers::list))
+        .route("/admin/servers/{name}", get(servers::get).put(servers::put).delete(servers::delete))
         .route("/admin/reload", post(sources::reload))
         .route("/admin/catalog", get(catalog::list))
         .route("/admin/tools/{name}/call", post(try_call::call))

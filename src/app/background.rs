@@ -29,6 +29,12 @@ pub(super) fn spawn_background(state: &AppState) {
         state.store.clone(),
         state.shutdown.clone(),
     ));
+    tokio::spawn(super::follow::follow_servers(
+        state.cluster.subscribe(),
+        state.server.clone(),
+        state.store.clone(),
+        state.shutdown.clone(),
+    ));
     if let Some(tasks) = state.server.tasks() {
         // Lease renewal, failing tasks whose replica stopped, deleting expired ones.
         tokio::spawn(tasks.clone().maintain(state.shutdown.clone()));
@@ -55,7 +61,7 @@ pub(super) fn spawn_background(state: &AppState) {
     if let Some(verifier) = state.auth.as_ref().and_then(|a| a.verifier()) {
         verifier.spawn_refresh(Duration::from_secs(state.settings.auth.jwks_refresh_secs.max(30)), state.shutdown.clone());
     }
-    tokio::spawn(crate::transport::listen::fan_out(state.server.bus.clone(), state.sessions.clone(), state.listeners.clone()));
+    tokio::spawn(crate::transport::listen::fan_out(state.server.clone(), state.sessions.clone(), state.listeners.clone()));
     if let Some(tasks) = state.server.tasks() {
         tokio::spawn(crate::transport::listen::task_fan_out(tasks.clone(), state.listeners.clone()));
     }

@@ -82,6 +82,34 @@ pub async fn follow_upstreams(
     }
 }
 
+/// Applies virtual server definitions another replica stored (or, after a resync, whatever may
+/// have changed meanwhile): reload them, then tell the listeners of the servers that changed.
+pub async fn follow_servers(
+    mut rx: tokio::sync::broadcast::Receiver<crate::cluster::ClusterEvent>,
+    server: Arc<McpServer>,
+    store: crate::store::Store,
+    stop: CancellationToken,
+) {
+    use crate::cluster::ClusterEvent;
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let event = tokio::select! {
+            event = rx.recv() => event,
+            () = stop.cancelled() => return,
+        };
+        match event {
+            Ok(ClusterEvent::ServersChanged | ClusterEvent::Resync) | Err(RecvError::Lagged(_)) => {
+                if let Err(e) = server.servers.reload_stored(&store, &server.tools.snapshot()).await {
+                    tracing::error!(error = %e, "stored server definitions not reloaded");
+                }
+                server.bus.publish(crate::bus::Change::ToolsListChanged);
+            }
+            Err(RecvError::Closed) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
 /// Applies what other replicas send about legacy sessions held here: ended sessions and log
 /// levels, client answers and cancellations for calls running here, and 2024-11-05 messages
 /// for SSE connections held here. Events for sessions this replica does not hold are ignored.
@@ -131,6 +159,7 @@ pub async fn follow_sessions(mut rx: tokio::sync::broadcast::Receiver<crate::clu
             }
             ClusterEvent::ToolDefinitionsChanged
             | ClusterEvent::UpstreamsChanged
+            | ClusterEvent::ServersChanged
             | ClusterEvent::CatalogApproved { .. }
             | ClusterEvent::Resync => {}
         }

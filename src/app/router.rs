@@ -20,10 +20,11 @@ use crate::transport::{legacy_sse, streamable};
 /// The public router: MCP endpoint, legacy SSE transport, and health probes.
 pub fn router(state: AppState) -> Router {
     let settings = &state.settings.server;
-    let mut mcp = Router::new().route(
-        &settings.mcp_path,
-        post(streamable::post).get(streamable::get).delete(streamable::delete).fallback(streamable::other_method),
-    );
+    let endpoint = || post(streamable::post).get(streamable::get).delete(streamable::delete).fallback(streamable::other_method);
+    // Virtual servers come and go with the stored definitions, so their paths are not routes:
+    // every other path reaches the fallback, where the endpoint layer finds the server by its
+    // path or answers 404.
+    let mut mcp = Router::new().route(&settings.mcp_path, endpoint()).fallback(endpoint());
     if settings.legacy_sse {
         mcp = mcp.route("/sse", get(legacy_sse::open)).route("/messages", post(legacy_sse::message));
     }
@@ -36,6 +37,8 @@ pub fn router(state: AppState) -> Router {
     let mcp = mcp
         .layer(
             ServiceBuilder::new()
+                // Which endpoint (default or a virtual server), or 404 for a path none has.
+                .layer(crate::transport::endpoint::EndpointLayer::new(state.server.clone(), &settings.mcp_path, settings.legacy_sse))
                 // After the drain delay of a shutdown: 503 before any other work; then Host/Origin.
                 .layer(guard::GateLayer::new(host_guard.clone(), state.closing.clone(), settings.max_body_bytes))
                 .layer(cors_layer(host_guard))
@@ -49,7 +52,8 @@ pub fn router(state: AppState) -> Router {
         let suffixed = format!("/.well-known/oauth-protected-resource{}", settings.mcp_path);
         public = public
             .route("/.well-known/oauth-protected-resource", get(crate::transport::metadata::serve))
-            .route(&suffixed, get(crate::transport::metadata::serve));
+            .route(&suffixed, get(crate::transport::metadata::serve))
+            .route("/.well-known/oauth-protected-resource/{*path}", get(crate::transport::metadata::serve_server));
     }
     let mut public = public.with_state(state.clone());
     if let Some(server) = &state.authserver {

@@ -133,8 +133,8 @@ impl AppState {
             true => Some(AuditLog::start(&settings.audit, store.clone()).map_err(|e| anyhow::anyhow!("audit log: {e}"))?),
             false => None,
         };
-        let authserver = authorization_server(&settings, &store, &audit)?;
-        let auth = authenticator(&settings, dev_key, authserver.as_deref())?;
+        let authserver = authorization_server(&settings, &store, &audit, server.servers.audiences())?;
+        let auth = authenticator(&settings, dev_key, authserver.as_deref(), &server.servers.audiences())?;
         // An invalid tools file stops start-up with every problem listed; later reloads keep
         // the previous tools instead.
         let definitions = Arc::new(Definitions::new(settings.clone(), server.clone(), Some(store.clone())));
@@ -145,6 +145,17 @@ impl AppState {
         // Those stored through the admin API too; one that no longer checks out is logged and
         // skipped, like a stored tool definition.
         upstreams.reload_stored(&store).await.map_err(|e| anyhow::Error::new(e).context("storage: cannot read upstream definitions"))?;
+        // Virtual servers: a name two tools would share on one of the settings' servers stops
+        // start-up (naming both and the setting); those stored through the admin API are applied.
+        let tools = server.tools.snapshot();
+        if let Some(collision) = server.servers.configured_collisions(&tools).first() {
+            anyhow::bail!("invalid setting servers: {collision}");
+        }
+        server
+            .servers
+            .reload_stored(&store, &tools)
+            .await
+            .map_err(|e| anyhow::Error::new(e).context("storage: cannot read server definitions"))?;
         let shutdown = CancellationToken::new();
         let cluster = crate::cluster::connect(&settings, &store, shutdown.clone()).await?;
         let sessions = Arc::new(sessions(&settings, &store, &cluster));
@@ -230,7 +241,12 @@ fn dev_key(settings: &mut Settings) -> anyhow::Result<Option<crate::config::Secr
 }
 
 /// The built-in authorization server, when enabled.
-fn authorization_server(settings: &Settings, store: &Store, audit: &Option<Arc<AuditLog>>) -> anyhow::Result<Option<Arc<AuthServer>>> {
+fn authorization_server(
+    settings: &Settings,
+    store: &Store,
+    audit: &Option<Arc<AuditLog>>,
+    servers: Arc<crate::auth::ServerAudiences>,
+) -> anyhow::Result<Option<Arc<AuthServer>>> {
     if !settings.authorization_server.enabled {
         return Ok(None);
     }
@@ -241,6 +257,7 @@ fn authorization_server(settings: &Settings, store: &Store, audit: &Option<Arc<A
         .map_err(|e| anyhow::anyhow!("cannot build the identity provider's HTTP client: {e}"))?;
     let parts = crate::authserver::Parts {
         resources: settings.auth.resource.iter().cloned().collect(),
+        servers,
         scopes_supported: settings.auth.scopes_supported(),
         store: store.clone(),
         audit: audit.clone(),
@@ -256,6 +273,7 @@ fn authenticator(
     settings: &Settings,
     dev_key: Option<crate::config::Secret>,
     own: Option<&AuthServer>,
+    servers: &Arc<crate::auth::ServerAudiences>,
 ) -> anyhow::Result<Option<Arc<Authenticator>>> {
     let auth = &settings.auth;
     let resource = auth.resource.clone().unwrap_or_default();
@@ -263,7 +281,9 @@ fn authenticator(
         AuthMode::Off => return Ok(None),
         AuthMode::Dev => {
             let issuers = dev_key.map(crate::auth::dev::issuer).into_iter().collect();
-            let verifier = JwtVerifier::new(issuers, resource, reqwest::Client::new()).map_err(|e| anyhow::anyhow!("dev mode: {e}"))?;
+            let verifier = JwtVerifier::new(issuers, resource, reqwest::Client::new())
+                .map_err(|e| anyhow::anyhow!("dev mode: {e}"))?
+                .with_server_audiences(servers.clone());
             tracing::warn!("auth.mode = \"dev\": accepting development tokens from `toolgate dev-token`; never use this in production");
             (Some(Arc::new(verifier)), None)
         }
@@ -278,7 +298,8 @@ fn authenticator(
                 (true, None) => None,
                 (false, None) => {
                     let verifier = JwtVerifier::new(auth.issuers.clone(), resource.clone(), http()?)
-                        .map_err(|e| anyhow::anyhow!("invalid auth.issuers: {e}"))?;
+                        .map_err(|e| anyhow::anyhow!("invalid auth.issuers: {e}"))?
+                        .with_server_audiences(servers.clone());
                     Some(Arc::new(verifier))
                 }
                 (_, Some(own)) => {
@@ -290,13 +311,18 @@ fn authenticator(
                         http()?,
                         (own.issuer().to_owned(), keys, deny),
                     )
-                    .map_err(|e| anyhow::anyhow!("invalid auth.issuers: {e}"))?;
+                    .map_err(|e| anyhow::anyhow!("invalid auth.issuers: {e}"))?
+                    .with_server_audiences(servers.clone());
                     Some(Arc::new(verifier))
                 }
             };
             let introspector = match &auth.introspection {
                 None => None,
-                Some(i) => Some(Arc::new(Introspector::new(i, &resource).map_err(|e| anyhow::anyhow!("invalid auth.introspection: {e}"))?)),
+                Some(i) => Some(Arc::new(
+                    Introspector::new(i, &resource)
+                        .map_err(|e| anyhow::anyhow!("invalid auth.introspection: {e}"))?
+                        .with_server_audiences(servers.clone()),
+                )),
             };
             (verifier, introspector)
         }

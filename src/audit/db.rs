@@ -21,7 +21,7 @@ const PG_ROWS_PER_STATEMENT: usize = 64;
 /// Rows per DELETE when pruning, so a large prune never holds the table for long.
 const PRUNE_CHUNK: i64 = 10_000;
 
-const COLUMNS: &str = "id, time, request_id, session_id, issuer, subject, client_id, client_ip, kind, tool, args_sha256, arguments, outcome, detail, duration_ms, result_bytes, replica_id, trace_id";
+const COLUMNS: &str = "id, time, request_id, session_id, issuer, subject, client_id, client_ip, kind, tool, args_sha256, arguments, outcome, detail, duration_ms, result_bytes, replica_id, trace_id, server";
 
 /// Rows per SQLite statement: a batch goes as statements of these sizes (largest first), so
 /// only these few statements are ever prepared and each is cached on its connection whatever
@@ -29,8 +29,8 @@ const COLUMNS: &str = "id, time, request_id, session_id, issuer, subject, client
 /// with `json_each` spent a third of the insert re-parsing JSON).
 const SQLITE_CHUNKS: [usize; 9] = [256, 128, 64, 32, 16, 8, 4, 2, 1];
 
-const PG_INSERT: &str = "INSERT INTO audit_log (id, time, request_id, session_id, issuer, subject, client_id, client_ip, kind, tool, args_sha256, arguments, outcome, detail, duration_ms, result_bytes, replica_id, trace_id) \
-     SELECT * FROM UNNEST($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::int8[], $16::int8[], $17::text[], $18::text[]) \
+const PG_INSERT: &str = "INSERT INTO audit_log (id, time, request_id, session_id, issuer, subject, client_id, client_ip, kind, tool, args_sha256, arguments, outcome, detail, duration_ms, result_bytes, replica_id, trace_id, server) \
+     SELECT * FROM UNNEST($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::int8[], $16::int8[], $17::text[], $18::text[], $19::text[]) \
      ON CONFLICT (id) DO NOTHING";
 
 /// SQLite's time column: fixed-width UTC text, so text order is time order.
@@ -105,7 +105,8 @@ fn sqlite_insert(chunk: &[AuditRecord]) -> QueryBuilder<Sqlite> {
             .push_bind(r.duration_ms.map(to_i64))
             .push_bind(r.result_bytes.map(to_i64))
             .push_bind(clean(&r.replica_id))
-            .push_bind(opt_clean(&r.trace_id));
+            .push_bind(opt_clean(&r.trace_id))
+            .push_bind(opt_clean(&r.server));
     });
     q.push(" ON CONFLICT (id) DO NOTHING");
     q
@@ -115,7 +116,7 @@ fn opt_clean(s: &Option<String>) -> Option<Cow<'_, str>> {
     s.as_deref().map(clean)
 }
 
-/// One statement with one array per column: always the same 18 parameters, so it is prepared
+/// One statement with one array per column: always the same 19 parameters, so it is prepared
 /// once per connection (a VALUES list would be a new statement for every batch length).
 fn pg_insert(records: &[AuditRecord]) -> sqlx::query::Query<'static, Postgres, sqlx::postgres::PgArguments> {
     let col = |f: fn(&AuditRecord) -> Option<String>| records.iter().map(f).collect::<Vec<_>>();
@@ -138,6 +139,7 @@ fn pg_insert(records: &[AuditRecord]) -> sqlx::query::Query<'static, Postgres, s
         .bind(records.iter().map(|r| r.result_bytes.map(to_i64)).collect::<Vec<_>>())
         .bind(records.iter().map(|r| clean(&r.replica_id).into_owned()).collect::<Vec<_>>())
         .bind(col(|r| text(&r.trace_id)))
+        .bind(col(|r| text(&r.server)))
 }
 
 /// Calls `each` for every record matching `filter`, oldest first, without holding them all.
@@ -297,6 +299,7 @@ where
         result_bytes: row.try_get::<Option<i64>, _>("result_bytes")?.map(to_u64),
         replica_id: row.try_get("replica_id")?,
         trace_id: row.try_get("trace_id")?,
+        server: row.try_get("server")?,
     })
 }
 

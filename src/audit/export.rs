@@ -23,7 +23,7 @@ impl std::str::FromStr for ExportFormat {
     }
 }
 
-const CSV_HEADER: [&str; 18] = [
+const CSV_HEADER: [&str; 19] = [
     "id",
     "time",
     "request_id",
@@ -42,6 +42,7 @@ const CSV_HEADER: [&str; 18] = [
     "result_bytes",
     "replica_id",
     "trace_id",
+    "server",
 ];
 
 /// Streams every matching record to `out`; returns how many were written.
@@ -74,11 +75,11 @@ pub async fn export(store: &Store, filter: &AuditFilter, format: ExportFormat, o
 
 /// One record as CSV cells, each safe to open in a spreadsheet (several hold text from
 /// clients and upstreams: arguments, errors, names).
-fn csv_row(r: &AuditRecord) -> [String; 18] {
+fn csv_row(r: &AuditRecord) -> [String; 19] {
     cells(r).map(crate::untrusted::text::spreadsheet_cell)
 }
 
-fn cells(r: &AuditRecord) -> [String; 18] {
+fn cells(r: &AuditRecord) -> [String; 19] {
     let opt = |v: &Option<String>| v.clone().unwrap_or_default();
     let num = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_default();
     let time = r.time.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
@@ -101,5 +102,6 @@ fn cells(r: &AuditRecord) -> [String; 18] {
         num(r.result_bytes),
         r.replica_id.clone(),
         opt(&r.trace_id),
+        opt(&r.server),
     ]
 }

@@ -133,6 +133,9 @@ pub struct AuditRecord {
     /// Set by [`super::AuditLog::record`] from `audit.replica_id`.
     pub replica_id: String,
     pub trace_id: Option<String>,
+    /// The virtual server the request was sent to (`None`: the default endpoint).
+    #[serde(default)]
+    pub server: Option<String>,
 }
 
 impl AuditRecord {
@@ -157,6 +160,7 @@ impl AuditRecord {
             result_bytes: None,
             replica_id: String::new(),
             trace_id: None,
+            server: None,
         }
     }
 
@@ -200,6 +204,11 @@ impl AuditRecord {
 
     pub fn with_trace_id(mut self, id: impl Into<String>) -> Self {
         self.trace_id = Some(id.into());
+        self
+    }
+
+    pub fn with_server(mut self, name: impl Into<String>) -> Self {
+        self.server = Some(name.into());
         self
     }
 

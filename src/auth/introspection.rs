@@ -37,6 +37,8 @@ pub struct Introspector {
     reached: std::sync::atomic::AtomicBool,
     issuer: String,
     audiences: Vec<String>,
+    /// The virtual servers' audiences, accepted besides `audiences`.
+    servers: Arc<super::ServerAudiences>,
     cache_secs: u64,
     cache: moka::sync::Cache<[u8; 32], Arc<Cached>>,
 }
@@ -90,9 +92,16 @@ impl Introspector {
             reached: std::sync::atomic::AtomicBool::new(false),
             issuer: settings.issuer.clone(),
             audiences,
+            servers: Arc::default(),
             cache_secs: settings.cache_secs,
             cache,
         })
+    }
+
+    /// Accepts the virtual servers' audiences too (see [`super::ServerAudiences`]).
+    pub fn with_server_audiences(mut self, servers: Arc<super::ServerAudiences>) -> Self {
+        self.servers = servers;
+        self
     }
 
     /// Whether the endpoint has answered at least once; if not yet, asks it now (an HTTP
@@ -149,10 +158,7 @@ impl Introspector {
         {
             return Err(TokenError::Invalid("token issuer is not trusted here".into()));
         }
-        let aud_ok = response.aud().is_some_and(|aud| aud.iter().any(|a| self.audiences.contains(a)));
-        if !aud_ok {
-            return Err(TokenError::Invalid("token audience does not include this server".into()));
-        }
+        let aud: Vec<&str> = response.aud().map(|aud| aud.iter().map(String::as_str).collect()).unwrap_or_default();
         let now = now_secs();
         let exp = response.exp().and_then(|t| u64::try_from(t.timestamp()).ok());
         if exp.is_some_and(|e| e <= now) {
@@ -165,8 +171,18 @@ impl Introspector {
             return Err(TokenError::Invalid("token has no usable subject".into()));
         };
         let scopes = response.scopes().map(|s| s.iter().map(|x| x.as_str().to_owned()).collect()).unwrap_or_default();
-        let principal =
-            Principal { issuer: self.issuer.clone(), subject, client_id, scopes, expires_at: exp.unwrap_or(now + self.cache_secs) };
+        let mut principal = Principal {
+            issuer: self.issuer.clone(),
+            subject,
+            client_id,
+            scopes,
+            expires_at: exp.unwrap_or(now + self.cache_secs),
+            default_audience: false,
+            server_audiences: Vec::new(),
+        };
+        self.servers
+            .classify(aud.iter().copied(), &self.audiences, &mut principal)
+            .map_err(|()| TokenError::Invalid("token audience does not include this server".into()))?;
         let horizon = now + self.cache_secs;
         let until = UNIX_EPOCH + Duration::from_secs(exp.map_or(horizon, |e| e.min(horizon)));
         self.cache.insert(key, Arc::new(Cached { principal: principal.clone(), until }));

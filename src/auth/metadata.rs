@@ -37,6 +37,21 @@ pub fn document(settings: &AuthSettings, own_issuer: Option<&str>) -> serde_json
     doc
 }
 
+/// The metadata document of a virtual server: its own resource, and its scopes among those
+/// supported.
+pub fn server_document(settings: &AuthSettings, own_issuer: Option<&str>, resource: &str, scopes: &[String]) -> serde_json::Value {
+    let mut doc = document(settings, own_issuer);
+    doc["resource"] = json!(resource);
+    if let Some(supported) = doc["scopes_supported"].as_array_mut() {
+        for scope in scopes {
+            if !supported.iter().any(|s| s == scope) {
+                supported.push(json!(scope));
+            }
+        }
+    }
+    doc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@
 //! Protected Resource Metadata (`metadata`) and the `[auth]` settings (`settings`).
 //! toolgate never issues tokens for real deployments and never forwards a client's token.
 
+pub mod audiences;
 pub mod bearer;
 pub mod dev;
 pub mod introspection;
@@ -11,5 +12,6 @@ pub mod jwks;
 pub mod jwt;
 pub mod metadata;
 pub mod principal;
-/// The `[auth]` settings (they live with the other settings, a leaf).
 pub use crate::config::auth as settings;
+/// The `[auth]` settings (they live with the other settings, a leaf).
+pub use audiences::ServerAudiences;

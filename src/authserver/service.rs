@@ -22,6 +22,7 @@ pub struct AuthServer {
     pub(super) issuer: String,
     /// The MCP endpoints tokens may be issued for (`resource`), canonical forms.
     pub(super) resources: Vec<String>,
+    pub(super) servers: Arc<crate::auth::ServerAudiences>,
     /// Scopes this server knows (`scopes_supported`).
     pub(super) scopes_supported: Vec<String>,
     pub(super) keys: SigningKeys,
@@ -41,6 +42,8 @@ impl std::fmt::Debug for AuthServer {
 /// What [`AuthServer::new`] needs besides the settings.
 pub struct Parts {
     pub resources: Vec<String>,
+    /// The virtual servers, whose resources tokens may be issued for too.
+    pub servers: Arc<crate::auth::ServerAudiences>,
     pub scopes_supported: Vec<String>,
     pub store: Store,
     pub audit: Option<Arc<AuditLog>>,
@@ -61,6 +64,7 @@ impl AuthServer {
             settings,
             issuer,
             resources: parts.resources,
+            servers: parts.servers,
             scopes_supported: parts.scopes_supported,
             keys,
             clients,
@@ -69,6 +73,12 @@ impl AuthServer {
             audit: parts.audit,
             deny,
         })
+    }
+
+    /// Every resource a token may be issued for: the default endpoint's, then each virtual
+    /// server's (those change with the stored definitions).
+    pub(super) fn all_resources(&self) -> Vec<String> {
+        self.resources.iter().cloned().chain(self.servers.resources().iter().cloned()).collect()
     }
 
     pub fn issuer(&self) -> &str {

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_util::future::BoxFuture;
 
+use super::resources::Offer;
 use parking_lot::RwLock;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -167,7 +168,10 @@ impl PromptCatalog {
             return None;
         }
         let remote = self.remote.read();
-        remote.values().filter(|r| may(&r.scopes)).find(|r| r.prompts.iter().any(|p| p["name"] == name)).map(|r| r.get.clone())
+        remote
+            .iter()
+            .find(|(source, r)| r.prompts.iter().any(|p| p["name"] == name && may(&Offer::listed(p, &r.scopes, Some(source)))))
+            .map(|(_, r)| r.get.clone())
     }
 
     pub fn has_completions(&self) -> bool {
@@ -192,9 +196,13 @@ impl PromptCatalog {
         may: super::resources::MayUse<'_>,
     ) -> Result<(Vec<Value>, Option<String>), String> {
         let mut list: Vec<Value> = self.prompts.read().iter().map(Prompt::listing).collect();
+        list.retain(|v| may(&Offer::listed(v, &[], None)));
         let mut seen: std::collections::HashSet<String> = list.iter().filter_map(|v| v["name"].as_str().map(str::to_owned)).collect();
-        for remote in self.remote.read().values().filter(|r| may(&r.scopes)) {
-            list.extend(remote.prompts.iter().filter(|p| p["name"].as_str().is_some_and(|n| seen.insert(n.to_owned()))).cloned());
+        for (source, remote) in self.remote.read().iter() {
+            let visible = |p: &&Value| may(&Offer::listed(p, &remote.scopes, Some(source)));
+            list.extend(
+                remote.prompts.iter().filter(visible).filter(|p| p["name"].as_str().is_some_and(|n| seen.insert(n.to_owned()))).cloned(),
+            );
         }
         list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
         let (page, next) = cursor::page(&list, |p| p["name"].as_str().unwrap_or_default(), "prompts", cursor, size)?;
@@ -220,7 +228,7 @@ impl PromptCatalog {
     pub fn complete(&self, name: &str, argument: &str, value: &str) -> Option<Vec<String>> {
         let Some(prompt) = self.prompts.read().iter().find(|p| p.name == name).cloned() else {
             // Another server's prompt: known, without suggestions here.
-            return self.remote_get(name, &|_| true).map(|_| Vec::new());
+            return self.remote_get(name, &|_: &Offer<'_>| true).map(|_| Vec::new());
         };
         Some(prompt.complete.map(|f| f(argument, value)).unwrap_or_default())
     }

@@ -29,8 +29,26 @@ pub struct RemoteResources {
     pub scopes: Vec<String>,
 }
 
-/// Whether the caller holds every scope in the list (always, without authentication).
-pub type MayUse<'a> = &'a dyn Fn(&[String]) -> bool;
+/// Whether the caller may see and use an entry: it holds the entry's scopes (always, without
+/// authentication), and the endpoint asked serves it (a virtual server serves a selection).
+pub type MayUse<'a> = &'a dyn Fn(&Offer<'_>) -> bool;
+
+/// What [`MayUse`] decides on.
+pub struct Offer<'a> {
+    /// Scopes a caller must hold (an upstream's own `scopes`; none for toolgate's own).
+    pub scopes: &'a [String],
+    /// The entry's name as listed.
+    pub name: &'a str,
+    /// The upstream MCP server it comes from; `None`: toolgate's own.
+    pub source: Option<&'a str>,
+}
+
+impl<'a> Offer<'a> {
+    /// A listed entry of `source` (its `name` field).
+    pub fn listed(entry: &'a Value, scopes: &'a [String], source: Option<&'a str>) -> Self {
+        Self { scopes, name: entry["name"].as_str().unwrap_or_default(), source }
+    }
+}
 
 /// How a resource is read: already (own resources), or through another server.
 pub enum Reading {
@@ -256,9 +274,10 @@ impl ResourceCatalog {
         may: MayUse<'_>,
     ) -> Vec<Value> {
         let remote = self.remote.read();
+        own.retain(|v| may(&Offer::listed(v, &[], None)));
         let mut seen: std::collections::HashSet<String> = own.iter().filter_map(|v| v[key].as_str().map(str::to_owned)).collect();
-        for entries in remote.values().filter(|r| may(&r.scopes)) {
-            for entry in of(entries) {
+        for (source, entries) in remote.iter() {
+            for entry in of(entries).filter(|e| may(&Offer::listed(e, &entries.scopes, Some(source)))) {
                 if entry[key].as_str().is_some_and(|k| seen.insert(k.to_owned())) {
                     own.push(entry.clone());
                 }
@@ -271,11 +290,12 @@ impl ResourceCatalog {
     /// Who reads `uri` for this caller: own resources, then own templates (read now), then the
     /// other server that lists the URI or a template matching it. `None`: nobody serves it.
     pub fn reader(&self, uri: &str, may: MayUse<'_>) -> Option<Reading> {
-        let read = self.resources.read().iter().find(|r| r.uri == uri).map(|r| r.read.clone());
+        let own = |name: &str| may(&Offer { scopes: &[], name, source: None });
+        let read = self.resources.read().iter().find(|r| r.uri == uri && own(&r.name)).map(|r| r.read.clone());
         if let Some(read) = read {
             return Some(Reading::Done(json!(read(uri))));
         }
-        let found = self.templates.read().iter().find_map(|t| t.matches(uri).map(|vars| (t.read.clone(), vars)));
+        let found = self.templates.read().iter().filter(|t| own(&t.name)).find_map(|t| t.matches(uri).map(|vars| (t.read.clone(), vars)));
         if let Some((read, vars)) = found {
             return Some(Reading::Done(json!(read(uri, &vars))));
         }
@@ -286,18 +306,23 @@ impl ResourceCatalog {
     /// matching template.
     fn remote_reader(&self, uri: &str, may: MayUse<'_>) -> Option<RemoteRead> {
         let remote = self.remote.read();
-        let visible = || remote.values().filter(|r| may(&r.scopes));
-        let listed = visible().find(|r| r.resources.iter().any(|v| v["uri"] == uri));
-        let templated =
-            || visible().find(|r| r.templates.iter().filter_map(|t| t["uriTemplate"].as_str()).any(|t| template_matches(t, uri).is_some()));
-        listed.or_else(templated).map(|r| r.read.clone())
+        let may = |r: &RemoteResources, source: &str, entry: &Value| may(&Offer::listed(entry, &r.scopes, Some(source)));
+        let listed = remote.iter().find(|(source, r)| r.resources.iter().any(|v| v["uri"] == uri && may(r, source, v)));
+        let templated = || {
+            remote.iter().find(|(source, r)| {
+                r.templates
+                    .iter()
+                    .any(|t| t["uriTemplate"].as_str().is_some_and(|pattern| template_matches(pattern, uri).is_some()) && may(r, source, t))
+            })
+        };
+        listed.or_else(templated).map(|(_, r)| r.read.clone())
     }
 
     /// Whether `uri` names something this catalog can read.
     pub fn exists(&self, uri: &str) -> bool {
         self.resources.read().iter().any(|r| r.uri == uri)
             || self.templates.read().iter().any(|t| t.matches(uri).is_some())
-            || self.remote_reader(uri, &|_| true).is_some()
+            || self.remote_reader(uri, &|_: &Offer<'_>| true).is_some()
     }
 }
 

@@ -27,6 +27,8 @@ pub enum ClusterEvent {
     ToolDefinitionsChanged,
     /// Upstream definitions stored in the database changed: reload and apply them.
     UpstreamsChanged,
+    /// Virtual server definitions stored in the database changed: reload and apply them.
+    ServersChanged,
     /// A legacy session was ended (DELETE or expiry): drop it from every cache.
     SessionEnded { session: String },
     /// A legacy session's log level changed (`logging/setLevel` on some replica).

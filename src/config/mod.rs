@@ -19,6 +19,7 @@ pub mod http_tools;
 pub mod limits;
 pub mod prefixes;
 mod secret;
+pub mod servers;
 pub mod storage;
 pub mod tasks;
 pub mod tls;
@@ -44,6 +45,9 @@ pub struct Settings {
     pub tasks: tasks::TaskSettings,
     /// MCP servers whose tools are served here (`[upstreams.<name>]`).
     pub upstreams: std::collections::BTreeMap<String, upstreams::UpstreamSettings>,
+    /// Virtual servers: an MCP endpoint per team, each with its own part of the catalog
+    /// (`[servers.<name>]`).
+    pub servers: std::collections::BTreeMap<String, servers::VirtualServerSettings>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -371,6 +375,9 @@ impl Settings {
             }
         }
         prefixes::check(&self.upstreams).map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
+        for (name, server) in &self.servers {
+            server.validate(name, &self.server.mcp_path, &self.servers).map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
+        }
         if self.sse.stream_buffer == 0 || self.sse.keep_alive_secs == 0 {
             return invalid("sse", "stream_buffer and keep_alive_secs must be at least 1");
         }

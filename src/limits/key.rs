@@ -99,7 +99,15 @@ mod tests {
     use super::*;
 
     fn principal(iss: &str, sub: &str, client: Option<&str>) -> Principal {
-        Principal { issuer: iss.into(), subject: sub.into(), client_id: client.map(Into::into), scopes: Default::default(), expires_at: 0 }
+        Principal {
+            issuer: iss.into(),
+            subject: sub.into(),
+            client_id: client.map(Into::into),
+            scopes: Default::default(),
+            expires_at: 0,
+            default_audience: true,
+            server_audiences: Vec::new(),
+        }
     }
 
     #[test]

@@ -57,6 +57,8 @@ pub const AUTH_VALIDATIONS: &str = "toolgate_auth_validations_total";
 /// Counter `{result}`.
 pub const JWKS_REFRESHES: &str = "toolgate_jwks_refreshes_total";
 pub const OAUTH_EVENTS: &str = "toolgate_oauth_events_total";
+/// Counter `{server}`.
+pub const SERVER_REQUESTS: &str = "toolgate_server_requests_total";
 /// Counter `{result}`.
 pub const INTROSPECTION_REQUESTS: &str = "toolgate_introspection_requests_total";
 /// Counter `{result}`.
@@ -246,6 +248,7 @@ pub fn describe() {
         OAUTH_EVENTS,
         "Events of the built-in authorization server (sign_in, consent, code, token, refresh, revoke, register) by outcome."
     );
+    describe_counter!(SERVER_REQUESTS, "HTTP requests to each virtual server's endpoint ([servers.<name>]), by server name.");
     describe_counter!(INTROSPECTION_REQUESTS, "Token introspection requests (RFC 7662) by result: active, inactive, error.");
     describe_counter!(INTROSPECTION_CACHE, "Introspection cache look-ups by result: hit, miss.");
     describe_counter!(

@@ -234,6 +234,12 @@ pub fn auth_refused(reason: &'static str) {
     metrics::counter!(AUTH_VALIDATIONS, "result" => "rejected", "reason" => reason).increment(1);
 }
 
+/// The request counter of one virtual server (its name is the operator's, from the settings
+/// or the admin API): resolved once per server, incremented per request.
+pub fn server_requests(server: &str) -> metrics::Counter {
+    metrics::counter!(super::SERVER_REQUESTS, "server" => server.to_owned())
+}
+
 /// One event of the built-in authorization server; `event` and `outcome` are fixed words.
 pub fn oauth_event(event: &'static str, outcome: &'static str) {
     metrics::counter!(super::OAUTH_EVENTS, "event" => event, "outcome" => outcome).increment(1);

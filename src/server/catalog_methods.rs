@@ -5,15 +5,30 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::{McpServer, RequestCtx, cursor_param};
-use crate::catalog::resources::Reading;
+use crate::catalog::resources::{Offer, Reading};
 use crate::protocol::Era;
 use crate::protocol::jsonrpc::{RpcError, code};
+use crate::virtual_servers::Entry;
+
+fn entry<'a>(offer: &Offer<'a>) -> Entry<'a> {
+    Entry { name: offer.name, origin: if offer.source.is_some() { "upstream" } else { "code" }, upstream: offer.source }
+}
 
 fn required_str<'a>(params: &'a Map<String, Value>, key: &str, method: &str) -> Result<&'a str, RpcError> {
     params.get(key).and_then(Value::as_str).ok_or_else(|| RpcError::invalid_params(format!("{method} needs a string \"{key}\"")))
 }
 
 impl McpServer {
+    /// A resource (or template) is visible when the caller holds its scopes and the endpoint
+    /// serves it.
+    fn may_see_resource(&self, offer: &Offer<'_>, ctx: &RequestCtx) -> bool {
+        self.holds(offer.scopes, ctx) && ctx.caller.server.as_ref().is_none_or(|s| s.serves_resource(&entry(offer)))
+    }
+
+    fn may_see_prompt(&self, offer: &Offer<'_>, ctx: &RequestCtx) -> bool {
+        self.holds(offer.scopes, ctx) && ctx.caller.server.as_ref().is_none_or(|s| s.serves_prompt(&entry(offer)))
+    }
+
     pub(super) async fn resource_method(&self, method: &str, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
         let size = self.page_size();
         let listed = |(items, next): (Vec<Value>, Option<String>), key: &str| {
@@ -25,19 +40,22 @@ impl McpServer {
         };
         match method {
             "resources/list" => {
-                let page = self.resources.list(cursor_param(params)?, size, &|s| self.holds(s, ctx)).map_err(RpcError::invalid_params)?;
+                let page = self
+                    .resources
+                    .list(cursor_param(params)?, size, &|o| self.may_see_resource(o, ctx))
+                    .map_err(RpcError::invalid_params)?;
                 Ok(listed(page, "resources"))
             }
             "resources/templates/list" => {
                 let page = self
                     .resources
-                    .list_templates(cursor_param(params)?, size, &|s| self.holds(s, ctx))
+                    .list_templates(cursor_param(params)?, size, &|o| self.may_see_resource(o, ctx))
                     .map_err(RpcError::invalid_params)?;
                 Ok(listed(page, "resourceTemplates"))
             }
             _ => {
                 let uri = required_str(params, "uri", method)?;
-                let reading = self.resources.reader(uri, &|s| self.holds(s, ctx));
+                let reading = self.resources.reader(uri, &|o| self.may_see_resource(o, ctx));
                 let read = match reading {
                     Some(Reading::Done(contents)) => Some(Ok(contents)),
                     Some(Reading::Remote(read)) => Some(read(uri.to_owned()).await),
@@ -74,8 +92,10 @@ impl McpServer {
 
     pub(super) async fn prompt_method(&self, method: &str, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
         if method == "prompts/list" {
-            let (items, next) =
-                self.prompts.list(cursor_param(params)?, self.page_size(), &|s| self.holds(s, ctx)).map_err(RpcError::invalid_params)?;
+            let (items, next) = self
+                .prompts
+                .list(cursor_param(params)?, self.page_size(), &|o| self.may_see_prompt(o, ctx))
+                .map_err(RpcError::invalid_params)?;
             let mut v = json!({ "prompts": items });
             if let Some(next) = next {
                 v["nextCursor"] = json!(next);
@@ -83,10 +103,13 @@ impl McpServer {
             return Ok(v);
         }
         let name = required_str(params, "name", method)?;
-        let remote = self.prompts.remote_get(name, &|s| self.holds(s, ctx));
+        let remote = self.prompts.remote_get(name, &|o| self.may_see_prompt(o, ctx));
         if let Some(get) = remote {
             let arguments = params.get("arguments").and_then(Value::as_object).cloned().unwrap_or_default();
             return get(name.to_owned(), arguments).await.map_err(|why| RpcError::new(code::INTERNAL_ERROR, why));
+        }
+        if !self.may_see_prompt(&Offer { scopes: &[], name, source: None }, ctx) {
+            return Err(RpcError::invalid_params(format!("Unknown prompt: {name}")));
         }
         let args = match params.get("arguments") {
             None | Some(Value::Null) => HashMap::new(),

@@ -22,7 +22,8 @@ use crate::config::Settings;
 use crate::protocol::jsonrpc::{Request, RpcError};
 use crate::protocol::{Era, ProtocolVersion};
 use crate::session::Session;
-use crate::tool::{ClientCaps, ClientChannel, LogLevel, ToolRegistry};
+use crate::tool::{ClientCaps, ClientChannel, LogLevel, ToolRegistry, ToolSet};
+use crate::virtual_servers::VirtualServer;
 
 /// Everything a method handler may need to know about the request besides its params.
 pub struct RequestCtx {
@@ -49,6 +50,8 @@ impl RequestCtx {
 /// The server's offerings and settings.
 pub struct McpServer {
     pub tools: ToolRegistry,
+    /// The virtual servers, each serving its own view of `tools` (`src/virtual_servers`).
+    pub servers: crate::virtual_servers::VirtualServers,
     pub resources: ResourceCatalog,
     pub prompts: PromptCatalog,
     pub bus: Arc<dyn EventBus>,
@@ -83,6 +86,7 @@ impl McpServer {
     pub fn new(settings: Arc<Settings>, bus: Arc<dyn EventBus>) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             tools: ToolRegistry::new(bus.clone()),
+            servers: crate::virtual_servers::VirtualServers::new(&settings),
             resources: ResourceCatalog::new(bus.clone()),
             prompts: PromptCatalog::new(bus.clone()),
             bus,
@@ -135,37 +139,49 @@ impl McpServer {
         Value::Object(caps)
     }
 
-    pub fn server_info(&self) -> Value {
+    /// `serverInfo`: toolgate's, or a virtual server's name and title.
+    pub fn server_info(&self, server: Option<&VirtualServer>) -> Value {
+        let (name, title) = match server {
+            None => (self.settings.server.name.as_str(), "toolgate"),
+            Some(s) => (s.name.as_ref(), s.settings.title.as_deref().unwrap_or(&s.name)),
+        };
         json!({
-            "name": self.settings.server.name,
-            "title": "toolgate",
+            "name": name,
+            "title": title,
             "version": env!("CARGO_PKG_VERSION"),
             "description": "Remote MCP tool server",
         })
     }
 
-    /// The `initialize` result for a negotiated version.
-    pub fn initialize_result(&self, version: ProtocolVersion) -> Value {
+    fn instructions<'a>(&'a self, server: Option<&'a VirtualServer>) -> Option<&'a String> {
+        match server {
+            None => self.settings.server.instructions.as_ref(),
+            Some(s) => s.settings.instructions.as_ref(),
+        }
+    }
+
+    /// The `initialize` result for a negotiated version, at the default endpoint or a virtual server.
+    pub fn initialize_result(&self, version: ProtocolVersion, server: Option<&VirtualServer>) -> Value {
         let mut result = json!({
             "protocolVersion": version.as_str(),
             "capabilities": self.capabilities(Era::Legacy),
-            "serverInfo": self.server_info(),
+            "serverInfo": self.server_info(server),
         });
-        if let Some(instructions) = &self.settings.server.instructions {
+        if let Some(instructions) = self.instructions(server) {
             result["instructions"] = json!(instructions);
         }
         result
     }
 
     /// The `server/discover` result (modern era).
-    pub fn discover_result(&self) -> Value {
+    pub fn discover_result(&self, server: Option<&VirtualServer>) -> Value {
         let mut result = json!({
             // Only versions a stateless request can use; legacy ones need `initialize`.
             "supportedVersions": [ProtocolVersion::LATEST_MODERN.as_str()],
             "capabilities": self.capabilities(Era::Modern),
-            "serverInfo": self.server_info(),
+            "serverInfo": self.server_info(server),
         });
-        if let Some(instructions) = &self.settings.server.instructions {
+        if let Some(instructions) = self.instructions(server) {
             result["instructions"] = json!(instructions);
         }
         result
@@ -178,7 +194,7 @@ impl McpServer {
         let era = ctx.era();
         let mut result = match req.method.as_str() {
             "ping" => Ok(json!({})),
-            "server/discover" if era == Era::Modern => Ok(self.discover_result()),
+            "server/discover" if era == Era::Modern => Ok(self.discover_result(ctx.caller.server.as_deref())),
             "tools/list" => self.list_tools(params, ctx),
             "tools/call" => {
                 let mrtr = match era {
@@ -203,14 +219,14 @@ impl McpServer {
             other => Err(RpcError::method_not_found(other)),
         }?;
         if era == Era::Modern {
-            self.decorate_modern(&req.method, &mut result);
+            self.decorate_modern(&req.method, &mut result, ctx);
         }
         Ok(result)
     }
 
     /// Modern results carry `resultType` and the server's identity; complete cacheable
     /// results say how long they may be cached (`ttlMs`, `cacheScope`).
-    fn decorate_modern(&self, method: &str, result: &mut Value) {
+    fn decorate_modern(&self, method: &str, result: &mut Value, ctx: &RequestCtx) {
         let Some(obj) = result.as_object_mut() else { return };
         let complete = obj.get("resultType").is_none_or(|t| t == "complete");
         obj.entry("resultType").or_insert_with(|| json!("complete"));
@@ -219,8 +235,8 @@ impl McpServer {
                 "server/discover" | "tools/list" | "resources/list" | "resources/templates/list" | "prompts/list" => {
                     obj.insert("ttlMs".into(), json!(LIST_TTL_MS));
                     // A tool list filtered by the caller's scopes must not be shared.
-                    let per_caller =
-                        method == "tools/list" && (!self.settings.auth.tool_scopes.is_empty() || self.tools.snapshot().has_scoped_tools());
+                    let per_caller = method == "tools/list"
+                        && (!self.settings.auth.tool_scopes.is_empty() || self.tool_set(&ctx.caller).has_scoped_tools());
                     obj.insert("cacheScope".into(), json!(if per_caller { "private" } else { "public" }));
                 }
                 "resources/read" => {
@@ -232,10 +248,8 @@ impl McpServer {
         }
         let meta = obj.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
-            meta.insert(
-                "io.modelcontextprotocol/serverInfo".into(),
-                json!({ "name": self.settings.server.name, "version": env!("CARGO_PKG_VERSION") }),
-            );
+            let name = ctx.caller.server.as_deref().map_or(self.settings.server.name.as_str(), |s| s.name.as_ref());
+            meta.insert("io.modelcontextprotocol/serverInfo".into(), json!({ "name": name, "version": env!("CARGO_PKG_VERSION") }));
         }
     }
 
@@ -259,7 +273,8 @@ impl McpServer {
     /// Without auth everyone may.
     pub(crate) fn may_use(&self, tool: &crate::tool::RegisteredTool, ctx: &RequestCtx) -> bool {
         let Some(principal) = &ctx.caller.principal else { return true };
-        let configured = self.settings.auth.tool_scopes.get(tool.name()).is_none_or(|needed| needed.iter().all(|s| principal.has_scope(s)));
+        let configured =
+            self.settings.auth.tool_scopes.get(tool.canonical_name()).is_none_or(|needed| needed.iter().all(|s| principal.has_scope(s)));
         configured && tool.tool.opts.scopes.iter().all(|s| principal.has_scope(s))
     }
 
@@ -268,9 +283,19 @@ impl McpServer {
         ctx.caller.principal.as_ref().is_none_or(|p| scopes.iter().all(|s| p.has_scope(s)))
     }
 
+    /// The tools the request's endpoint serves: the whole registry at the default endpoint, a
+    /// virtual server's view of it elsewhere. Every method that reads tools reads them here.
+    pub fn tool_set(&self, caller: &crate::caller::Caller) -> Arc<ToolSet> {
+        let all = self.tools.snapshot();
+        match &caller.server {
+            None => all,
+            Some(server) => server.view(&all).tools.clone(),
+        }
+    }
+
     fn list_tools(&self, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
         let cursor = cursor_param(params)?;
-        let set = self.tools.snapshot();
+        let set = self.tool_set(&ctx.caller);
         let (page, next) = set.page_filtered(cursor, self.page_size(), |t| self.may_use(t, ctx)).map_err(RpcError::invalid_params)?;
         let tools: Vec<&Value> = page.iter().map(|t| t.listing.as_ref()).collect();
         let mut result = json!({ "tools": tools });

@@ -82,6 +82,8 @@ pub struct Session {
     replay_events: usize,
     /// The principal (issuer + subject) that created the session; only it may use it.
     owner: Option<Arc<str>>,
+    /// The virtual server it was created on (unset: the default endpoint); it is used there only.
+    server: std::sync::OnceLock<Arc<str>>,
     /// With several replicas: where changes to shared state (the log level) are written and
     /// announced.
     sync: Option<SessionSync>,
@@ -151,9 +153,22 @@ impl Session {
             replay_events,
             tag,
             owner,
+            server: std::sync::OnceLock::new(),
             sync,
             permit: Mutex::new(None),
         }
+    }
+
+    /// Binds the session to the virtual server it was created on (once, before it is stored).
+    pub fn bind_server(&self, server: Option<&str>) {
+        if let Some(name) = server {
+            let _ = self.server.set(name.into());
+        }
+    }
+
+    /// The virtual server the session belongs to; `None`: the default endpoint.
+    pub fn server(&self) -> Option<&str> {
+        self.server.get().map(AsRef::as_ref)
     }
 
     /// Holds `permit` (the session's slot under its client's cap) until the session ends.

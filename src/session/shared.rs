@@ -24,6 +24,8 @@ const TOUCH_EVERY: Duration = Duration::from_secs(60);
 #[derive(Clone, Debug)]
 pub struct StoredSession {
     pub owner: Option<String>,
+    /// The virtual server it belongs to (`None`: the default endpoint).
+    pub server: Option<String>,
     pub kind: SessionKind,
     pub version: ProtocolVersion,
     pub initialized: bool,
@@ -59,8 +61,8 @@ impl SharedSessions {
     pub async fn insert(&self, session: &Session) -> Result<(), sqlx::Error> {
         let client = session.client();
         sqlx::query(
-            "INSERT INTO legacy_sessions (id, owner, kind, version, initialized, caps_sampling, caps_elicit_form, caps_elicit_url, caps_roots, client_name, client_version, log_level) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            "INSERT INTO legacy_sessions (id, owner, kind, version, initialized, caps_sampling, caps_elicit_form, caps_elicit_url, caps_roots, client_name, client_version, log_level, server) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
         )
         .bind(&*session.id)
         .bind(session.owner.as_deref())
@@ -74,6 +76,7 @@ impl SharedSessions {
         .bind(&client.name)
         .bind(&client.version)
         .bind(i16::from(session.log_level.load(std::sync::atomic::Ordering::Relaxed)))
+        .bind(session.server())
         .execute(&self.pool)
         .await?;
         self.touched.insert(session.id.clone(), Instant::now());
@@ -83,7 +86,7 @@ impl SharedSessions {
     /// The stored session `id`, if it exists.
     pub async fn load(&self, id: &str) -> Result<Option<StoredSession>, sqlx::Error> {
         let row = sqlx::query(
-            "SELECT owner, kind, version, initialized, caps_sampling, caps_elicit_form, caps_elicit_url, caps_roots, client_name, client_version, log_level \
+            "SELECT owner, kind, version, initialized, caps_sampling, caps_elicit_form, caps_elicit_url, caps_roots, client_name, client_version, log_level, server \
              FROM legacy_sessions WHERE id = $1",
         )
         .bind(id)
@@ -95,6 +98,7 @@ impl SharedSessions {
         let kind: String = row.try_get("kind")?;
         Ok(Some(StoredSession {
             owner: row.try_get("owner")?,
+            server: row.try_get("server")?,
             kind: if kind == "sse" { SessionKind::LegacySse } else { SessionKind::Streamable },
             version: version.parse().unwrap_or(ProtocolVersion::LATEST_LEGACY),
             initialized: row.try_get("initialized")?,

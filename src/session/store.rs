@@ -134,6 +134,7 @@ impl SessionStore {
         let id: Arc<str> = id.into();
         let links = Links { replay_events: self.replay_events, tag: self.tag, draining: &self.draining, sync: Some(sync.clone()) };
         let session = Session::new(id.clone(), stored.kind, stored.version, None, stored.owner.map(Into::into), links);
+        session.bind_server(stored.server.as_deref());
         if stored.initialized {
             session.set_initialized(stored.version, stored.client);
         }

@@ -14,6 +14,7 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
+pub mod definitions;
 pub mod nodelay;
 
 pub use crate::config::storage::{BackendKind, DEFAULT_SQLITE_FILE, StorageSettings};

@@ -232,6 +232,12 @@ impl Tool {
         self.opts.provenance.as_deref()
     }
 
+    /// The upstream MCP server this tool's calls go to, if any (from its provenance).
+    pub fn upstream(&self) -> Option<&str> {
+        let rest = self.provenance()?.strip_prefix("upstream=")?;
+        Some(rest.split_once(' ').map_or(rest, |(name, _)| name))
+    }
+
     /// Scopes a caller must hold to see and call this tool.
     pub fn scopes(&self) -> &[String] {
         &self.opts.scopes

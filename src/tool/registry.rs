@@ -26,8 +26,12 @@ pub struct RegisteredTool {
     pub(crate) output: Option<Validator>,
     /// The `tools/list` entry, serialized once at registration.
     pub(crate) listing: Arc<Value>,
-    /// This tool's own concurrency limit, when it has one.
-    pub(crate) bulkhead: Option<super::bulkhead::Bulkhead>,
+    /// This tool's own concurrency limit, when it has one (shared with its virtual servers'
+    /// renamed copies: one limit, however many names it is served under).
+    pub(crate) bulkhead: Option<Arc<super::bulkhead::Bulkhead>>,
+    /// The name the default endpoint serves it under, when a virtual server renamed it: what
+    /// scopes (`auth.tool_scopes`), rate limits and audit key on.
+    canonical: Option<Arc<str>>,
     /// Arguments the client must mirror in `Mcp-Param-<suffix>` headers (SEP-2243):
     /// `(property, suffix)`, read once from the input schema's `x-mcp-header` marks.
     pub(crate) header_params: Vec<(String, String)>,
@@ -59,13 +63,38 @@ impl RegisteredTool {
         };
         let listing = serde_json::to_value(d).map_err(|e| format!("tool {:?}: {e}", d.name))?;
         // A tool's own queue is as deep as its limit allows a burst to wait: 4 rounds.
-        let bulkhead = tool.opts.concurrency.map(|n| super::bulkhead::Bulkhead::new(n, n.saturating_mul(4)));
+        let bulkhead = tool.opts.concurrency.map(|n| Arc::new(super::bulkhead::Bulkhead::new(n, n.saturating_mul(4))));
         let header_params = schema::header_params(&d.input_schema);
-        Ok(Self { tool, input, output, listing: Arc::new(listing), bulkhead, header_params, metrics: std::sync::OnceLock::new() })
+        Ok(Self {
+            tool,
+            input,
+            output,
+            listing: Arc::new(listing),
+            bulkhead,
+            canonical: None,
+            header_params,
+            metrics: std::sync::OnceLock::new(),
+        })
     }
 
     pub fn name(&self) -> &str {
         self.tool.name()
+    }
+
+    /// This tool served under another name, title, description or hints (a virtual server's
+    /// override): the same handler and settings, its own listing entry, checked as any tool.
+    pub fn served_as(&self, change: impl FnOnce(&mut super::ToolDescriptor)) -> Result<Arc<Self>, String> {
+        let mut tool = self.tool.clone();
+        change(&mut tool.descriptor);
+        let mut served = Self::compile(tool)?;
+        served.bulkhead.clone_from(&self.bulkhead);
+        served.canonical = Some(self.canonical_name().into());
+        Ok(Arc::new(served))
+    }
+
+    /// The name the default endpoint serves this tool under (see `canonical`).
+    pub fn canonical_name(&self) -> &str {
+        self.canonical.as_deref().unwrap_or_else(|| self.name())
     }
 
     /// The handles `tools/call` records this tool's calls with.
@@ -97,6 +126,12 @@ impl ToolSet {
         let index = tools.iter().enumerate().map(|(i, t)| (t.name().to_owned(), i)).collect();
         let scoped = tools.iter().any(|t| !t.tool.opts.scopes.is_empty());
         Self { tools, index, scoped }
+    }
+
+    /// A set of the given tools (any order; a later tool of an earlier one's name replaces it).
+    pub fn of(tools: Vec<Arc<RegisteredTool>>) -> Self {
+        let map: std::collections::BTreeMap<String, Arc<RegisteredTool>> = tools.into_iter().map(|t| (t.name().to_owned(), t)).collect();
+        Self::from_sorted(map.into_values().collect())
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<RegisteredTool>> {

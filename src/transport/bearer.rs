@@ -30,6 +30,7 @@ use crate::audit::AuditLog;
 use crate::auth::bearer::{Authenticator, Refusal};
 use crate::limits::Limiter;
 use crate::protocol::jsonrpc::{RpcError, code};
+use crate::virtual_servers::VirtualServer;
 
 /// What the gate needs: the verifier (`None` when `auth.mode = "off"`), the failed-auth
 /// lockout, the audit log, and whose `X-Forwarded-For` to believe.
@@ -105,6 +106,8 @@ where
 {
     let caller = super::extract::caller(&app.proxies, request.extensions(), request.headers());
     let ip = caller.ip;
+    // Challenges point at the metadata of the endpoint asked: a virtual server has its own.
+    let metadata = caller.server.as_ref().and_then(|s| s.metadata_url()).unwrap_or_else(|| auth.metadata_url().to_owned());
     if let Some(rejection) = locked_out(app.limiter.as_ref(), &auth, ip, request.headers()) {
         tracing::info!(ip = ?ip, "request refused: too many failed authentication attempts");
         crate::metrics::record::rate_limited(rejection.reason.as_str());
@@ -112,7 +115,9 @@ where
     }
     // The span records the verdict only: never the token.
     let span = tracing::info_span!("auth", outcome = tracing::field::Empty);
-    let verdict = tracing::Instrument::instrument(auth.authenticate(request.headers()), span.clone()).await;
+    let verdict = tracing::Instrument::instrument(auth.authenticate(request.headers()), span.clone())
+        .await
+        .and_then(|principal| for_endpoint(principal, caller.server.as_deref()));
     span.record("outcome", if verdict.is_ok() { "ok" } else { "refused" });
     match verdict {
         Ok(principal) => {
@@ -139,10 +144,27 @@ where
                 // Off the request path: a flood of bad tokens must stay cheap to refuse.
                 caller.audit_in_background(audit, AuditRecord::new(kind, Outcome::Denied).with_detail(refusal.kind()));
             }
-            let refused = challenge(&auth, &refusal);
+            let refused = challenge_at(&auth, &refusal, &metadata, caller.server.as_deref());
             Ok(discard_body(request, refused).await)
         }
     }
+}
+
+/// The principal if its token was issued for the endpoint asked (RFC 8707: a token for one
+/// server is refused at another, the default endpoint included) and holds that server's scopes.
+fn for_endpoint(principal: crate::principal::Principal, server: Option<&VirtualServer>) -> Result<crate::principal::Principal, Refusal> {
+    let issued_here = match server {
+        None => principal.default_audience,
+        Some(server) => server.admits(&principal),
+    };
+    if !issued_here {
+        return Err(Refusal::Invalid("token audience does not include this resource".into()));
+    }
+    let missing = server.map(|s| s.missing_scopes(&principal)).unwrap_or_default();
+    if !missing.is_empty() {
+        return Err(Refusal::InsufficientScope(missing));
+    }
+    Ok(principal)
 }
 
 /// Most of a refused request's body read so its connection can carry the client's next
@@ -171,16 +193,24 @@ pub async fn discard_body(request: Request, mut refused: Response<Body>) -> Resp
 /// The HTTP answer for a refusal: its status, an RFC 6750 challenge pointing to the RFC 9728
 /// metadata, and a JSON-RPC error body.
 pub fn challenge(auth: &Authenticator, refusal: &Refusal) -> Response<Body> {
-    let scope = auth.required_scopes().join(" ");
+    challenge_at(auth, refusal, auth.metadata_url(), None)
+}
+
+/// Like [`challenge`], for the endpoint whose metadata is at `metadata` (a virtual server's,
+/// whose scopes are asked for besides `auth.required_scopes`).
+pub fn challenge_at(auth: &Authenticator, refusal: &Refusal, metadata: &str, server: Option<&VirtualServer>) -> Response<Body> {
+    let mut scopes: Vec<&str> = auth.required_scopes().iter().map(String::as_str).collect();
+    scopes.extend(server.into_iter().flat_map(|s| s.settings.scopes.iter().map(String::as_str)));
+    let scope = scopes.join(" ");
     let (status, challenge, message) = match refusal {
         Refusal::Missing => (
             StatusCode::UNAUTHORIZED,
-            format!(r#"Bearer resource_metadata="{}", scope="{scope}""#, auth.metadata_url()),
+            format!(r#"Bearer resource_metadata="{}", scope="{scope}""#, metadata),
             "Unauthorized: a bearer token is required".to_owned(),
         ),
         Refusal::Malformed(why) => (
             StatusCode::BAD_REQUEST,
-            format!(r#"Bearer error="invalid_request", error_description="{why}", resource_metadata="{}""#, auth.metadata_url()),
+            format!(r#"Bearer error="invalid_request", error_description="{why}", resource_metadata="{}""#, metadata),
             format!("Bad Request: {why}"),
         ),
         Refusal::Invalid(why) => (
@@ -188,7 +218,7 @@ pub fn challenge(auth: &Authenticator, refusal: &Refusal) -> Response<Body> {
             format!(
                 r#"Bearer error="invalid_token", error_description="{}", resource_metadata="{}", scope="{scope}""#,
                 quote_safe(why),
-                auth.metadata_url()
+                metadata
             ),
             match auth.dev_hint(why) {
                 Some(hint) => format!("Unauthorized: the access token is not valid for this server: {why}; {hint}"),
@@ -197,7 +227,7 @@ pub fn challenge(auth: &Authenticator, refusal: &Refusal) -> Response<Body> {
         ),
         Refusal::InsufficientScope(needed) => (
             StatusCode::FORBIDDEN,
-            format!(r#"Bearer error="insufficient_scope", scope="{}", resource_metadata="{}""#, needed.join(" "), auth.metadata_url()),
+            format!(r#"Bearer error="insufficient_scope", scope="{}", resource_metadata="{}""#, needed.join(" "), metadata),
             format!("Forbidden: this request needs the scopes {}", needed.join(" ")),
         ),
         Refusal::Unavailable => (

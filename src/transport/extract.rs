@@ -40,5 +40,6 @@ pub fn caller(proxies: &TrustedProxies, extensions: &Extensions, headers: &Heade
         ip: proxies.client_of(extensions, headers),
         trace: extensions.get::<TraceContext>().copied(),
         token: extensions.get::<crate::principal::BearerToken>().cloned(),
+        server: extensions.get::<Arc<crate::virtual_servers::VirtualServer>>().cloned(),
     }
 }

@@ -157,7 +157,7 @@ pub(crate) async fn forwarded(
     let Ok(message) = Incoming::from_value(value) else { return };
     // Admitted by the replica that received it.
     // The token stays with the replica that verified it: no token exchange on this path.
-    let mut caller = Caller { principal, request_id: request_id.map(Arc::from), ip, trace: None, token: None };
+    let mut caller = Caller { principal, request_id: request_id.map(Arc::from), ip, trace: None, token: None, server: None };
     let span = caller.message_span(&message);
     dispatch(app, session, message, caller).instrument(span).await;
 }
@@ -172,7 +172,7 @@ async fn dispatch(app: &McpState, session: Arc<Session>, message: Incoming, call
             let reply = match streamable::negotiate(&req) {
                 Ok((version, client)) => {
                     if session.set_initialized(version, client) {
-                        jsonrpc::result_message(&req.id, &app.server.initialize_result(version))
+                        jsonrpc::result_message(&req.id, &app.server.initialize_result(version, None))
                     } else {
                         jsonrpc::error_message(Some(&req.id), &RpcError::invalid_request("This session is already initialized"))
                     }

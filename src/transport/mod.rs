@@ -5,6 +5,7 @@
 pub mod bearer;
 pub mod client_ip;
 pub mod connections;
+pub mod endpoint;
 pub mod exchange;
 pub mod extract;
 pub mod guard;

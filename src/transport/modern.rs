@@ -64,7 +64,7 @@ pub(crate) async fn post(app: &McpState, headers: &HeaderMap, message: Incoming,
         }
         Incoming::Request(req) => req,
     };
-    let checked = match validate(headers, &req).and_then(|c| check_param_headers(app, headers, &req).map(|()| c)) {
+    let checked = match validate(headers, &req).and_then(|c| check_param_headers(app, headers, &req, &caller).map(|()| c)) {
         Ok(checked) => checked,
         Err((status, error)) => return headers::error(status, Some(&req.id), &error),
     };
@@ -200,12 +200,12 @@ fn validate(headers: &HeaderMap, req: &Request) -> Result<Checked, Refusal> {
 /// SEP-2243: a tool argument whose schema names an `x-mcp-header` must be mirrored in an
 /// `Mcp-Param-<name>` header with the same value, so intermediaries can route on it without
 /// parsing the body. Missing, undecodable or different: 400 + -32020.
-fn check_param_headers(app: &McpState, headers: &HeaderMap, req: &Request) -> Result<(), Refusal> {
+fn check_param_headers(app: &McpState, headers: &HeaderMap, req: &Request, caller: &crate::caller::Caller) -> Result<(), Refusal> {
     if req.method != "tools/call" {
         return Ok(());
     }
     let Some(name) = req.params.get("name").and_then(Value::as_str) else { return Ok(()) };
-    let set = app.server.tools.snapshot();
+    let set = app.server.tool_set(caller);
     let Some(tool) = set.get(name) else { return Ok(()) };
     let arguments = req.params.get("arguments").and_then(Value::as_object);
     for (property, suffix) in &tool.header_params {
@@ -272,7 +272,7 @@ async fn listen(app: &McpState, req: &Request, caller: &crate::caller::Caller, t
     let closing = jsonrpc::result_message(&req.id, &json!({ "resultType": "complete", "_meta": meta }));
 
     let (tx, rx) = mpsc::channel(app.settings.sse.stream_buffer);
-    let guard = app.listeners.register(req.id.clone(), filter, tx);
+    let guard = app.listeners.register(req.id.clone(), filter, tx, caller.server_name());
     let options = sse::BodyOptions {
         preamble: vec![sse::message_event(None, &ack.to_string())],
         on_close: Some(sse::message_event(None, &closing.to_string())),

@@ -111,7 +111,8 @@ fn is_modern(headers: &HeaderMap, message: &Incoming) -> bool {
 }
 
 /// The session a legacy request names, with the 400/404 answers of S-05/S-06.
-async fn session_for(app: &McpState, headers: &HeaderMap, principal: Option<&Principal>) -> Result<Arc<Session>, Rejection> {
+async fn session_for(app: &McpState, headers: &HeaderMap, caller: &Caller) -> Result<Arc<Session>, Rejection> {
+    let principal = caller.principal.as_deref();
     let Some(id) = headers::get(headers, &headers::SESSION_ID) else {
         return Err(Rejection::transport(StatusCode::BAD_REQUEST, "Bad Request: Mcp-Session-Id header is required; send initialize first"));
     };
@@ -121,7 +122,8 @@ async fn session_for(app: &McpState, headers: &HeaderMap, principal: Option<&Pri
     let found = app.sessions.resolve(id).await.map_err(|unavailable| {
         Rejection::transport(StatusCode::SERVICE_UNAVAILABLE, format!("Service Unavailable: {unavailable}; retry shortly"))
     })?;
-    match found.filter(|s| s.kind == SessionKind::Streamable && s.is_owned_by(key.as_deref())) {
+    // A session belongs to the endpoint it was created on: elsewhere it is unknown.
+    match found.filter(|s| s.kind == SessionKind::Streamable && s.is_owned_by(key.as_deref()) && s.server() == caller.server_name()) {
         Some(session) => {
             app.sessions.touch(&session);
             Ok(session)
@@ -150,13 +152,12 @@ fn check_version_header(headers: &HeaderMap) -> Result<(), Rejection> {
 }
 
 async fn legacy(app: &McpState, headers: &HeaderMap, message: Incoming, caller: &Caller) -> Response<Body> {
-    let principal = caller.principal.as_deref();
     if let Incoming::Request(req) = &message
         && req.method == "initialize"
     {
         return initialize(app, headers, req, caller).await;
     }
-    let session = match session_for(app, headers, principal).await {
+    let session = match session_for(app, headers, caller).await {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };
@@ -280,7 +281,9 @@ async fn initialize(app: &McpState, headers: &HeaderMap, req: &Request, caller: 
     // re-initializing after a 404, as it must).
     let owner = caller.principal.as_deref().map(|p| Arc::<str>::from(p.key()));
     let live = match headers::get(headers, &headers::SESSION_ID) {
-        Some(id) => app.sessions.resolve(id).await.ok().flatten().filter(|s| s.is_owned_by(owner.as_deref())),
+        Some(id) => {
+            app.sessions.resolve(id).await.ok().flatten().filter(|s| s.is_owned_by(owner.as_deref()) && s.server() == caller.server_name())
+        }
         None => None,
     };
     if let Some(existing) = live {
@@ -305,7 +308,8 @@ async fn initialize(app: &McpState, headers: &HeaderMap, req: &Request, caller: 
             return res;
         }
     };
-    tracing::info!(session = %session.id, client = %client.name, %version, "session initialized");
+    session.bind_server(caller.server_name());
+    tracing::info!(session = %session.id, client = %client.name, %version, server = caller.server_name().unwrap_or("default"), "session initialized");
     session.set_initialized(version, client);
     // With several replicas the session is stored before its id is given out, so the next
     // request may go to any replica.
@@ -317,7 +321,7 @@ async fn initialize(app: &McpState, headers: &HeaderMap, req: &Request, caller: 
         res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return res;
     }
-    let result = app.server.initialize_result(version);
+    let result = app.server.initialize_result(version, caller.server.as_deref());
     let mut res = headers::json(StatusCode::OK, &jsonrpc::result_message(&req.id, &result));
     if let Ok(v) = HeaderValue::from_str(&session.id) {
         res.headers_mut().insert(headers::SESSION_ID, v);
@@ -350,7 +354,7 @@ async fn batch(app: &McpState, headers: &HeaderMap, items: Vec<Value>, caller: &
             parsed => messages.push(parsed),
         }
     }
-    let session = match session_for(app, headers, caller.principal.as_deref()).await {
+    let session = match session_for(app, headers, caller).await {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };
@@ -411,7 +415,6 @@ async fn batch(app: &McpState, headers: &HeaderMap, items: Vec<Value>, caller: &
 
 /// GET: the session's standalone stream, or a resumed stream with `Last-Event-ID`.
 pub async fn get(State(app): State<McpState>, caller: Caller, headers: HeaderMap) -> Response<Body> {
-    let principal = caller.principal.clone();
     if !headers.contains_key(headers::SESSION_ID) {
         // Modern clients use subscriptions/listen; a GET without a session has no stream.
         return headers::method_not_allowed("POST, DELETE");
@@ -419,7 +422,7 @@ pub async fn get(State(app): State<McpState>, caller: Caller, headers: HeaderMap
     if !headers::accepts(&headers).sse {
         return headers::transport_error(StatusCode::NOT_ACCEPTABLE, "Not Acceptable: a GET stream needs Accept: text/event-stream");
     }
-    let session = match session_for(&app, &headers, principal.as_deref()).await {
+    let session = match session_for(&app, &headers, &caller).await {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };
@@ -491,7 +494,7 @@ pub async fn delete(State(app): State<McpState>, caller: Caller, headers: Header
     if let Err(refused) = app.admission.request(&caller, "delete").await {
         return refusal::http(&app, &refused, None);
     }
-    let session = match session_for(&app, &headers, caller.principal.as_deref()).await {
+    let session = match session_for(&app, &headers, &caller).await {
         Ok(s) => s,
         Err(rejection) => return rejection.into_response(),
     };

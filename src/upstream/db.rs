@@ -1,71 +1,19 @@
-//! The `upstream_definitions` table: upstream MCP servers defined through the admin API. One
-//! SQL text serves SQLite and Postgres; every write is one statement and bumps `revision`
-//! (the admin API's ETag), so a write naming a stale revision changes nothing.
+//! The `upstream_definitions` table: upstream MCP servers defined through the admin API, kept
+//! by the store's one implementation of stored definitions (`store/definitions.rs`).
 
 use serde_json::Value;
 
-use crate::store::{Store, on_pool};
-
-/// One stored definition.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct StoredUpstream {
-    pub name: String,
-    /// One `[upstreams.<name>]` table, as JSON.
-    pub definition: Value,
-    pub revision: i64,
-    pub updated_ms: i64,
-    /// The subject of the admin token behind the last change; `None` when auth is off.
-    pub updated_by: Option<String>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum WriteError {
-    #[error("no upstream definition with this name is stored")]
-    NotFound,
-    #[error("the stored revision is {current}, not the one expected")]
-    RevisionMismatch { current: i64 },
-    #[error(transparent)]
-    Database(#[from] sqlx::Error),
-}
-
-fn row<R: sqlx::Row>(row: &R) -> Result<StoredUpstream, sqlx::Error>
-where
-    for<'r> &'r str: sqlx::ColumnIndex<R>,
-    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    for<'r> Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    for<'r> i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    let text: String = row.try_get("definition")?;
-    Ok(StoredUpstream {
-        name: row.try_get("name")?,
-        definition: serde_json::from_str(&text).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-        revision: row.try_get("revision")?,
-        updated_ms: row.try_get("updated_ms")?,
-        updated_by: row.try_get("updated_by")?,
-    })
-}
-
-macro_rules! columns {
-    () => {
-        "name, definition, revision, updated_ms, updated_by"
-    };
-}
+use crate::store::Store;
+use crate::store::definitions::{self, Table};
+pub use crate::store::definitions::{StoredDefinition as StoredUpstream, WriteError};
 
 /// Every stored definition, by name.
 pub async fn load_all(store: &Store) -> Result<Vec<StoredUpstream>, sqlx::Error> {
-    let sql = concat!("SELECT ", columns!(), " FROM upstream_definitions ORDER BY name");
-    on_pool!(store, |pool| {
-        let rows = sqlx::query(sql).fetch_all(pool).await?;
-        rows.iter().map(row).collect()
-    })
+    definitions::load_all(store, Table::Upstreams).await
 }
 
 pub async fn get(store: &Store, name: &str) -> Result<Option<StoredUpstream>, sqlx::Error> {
-    let sql = concat!("SELECT ", columns!(), " FROM upstream_definitions WHERE name = $1");
-    on_pool!(store, |pool| {
-        let found = sqlx::query(sql).bind(name).fetch_optional(pool).await?;
-        found.as_ref().map(row).transpose()
-    })
+    definitions::get(store, Table::Upstreams, name).await
 }
 
 /// Creates or replaces `name` (replacing only revision `expected`, when given); returns the
@@ -77,57 +25,10 @@ pub async fn put(
     expected: Option<i64>,
     by: Option<&str>,
 ) -> Result<(StoredUpstream, bool), WriteError> {
-    let now = i64::try_from(super::now_ms()).unwrap_or(i64::MAX);
-    let text = definition.to_string();
-    let current = get(store, name).await?;
-    let stored = match (&current, expected) {
-        (Some(c), Some(e)) if c.revision != e => return Err(WriteError::RevisionMismatch { current: c.revision }),
-        (None, Some(_)) => return Err(WriteError::NotFound),
-        (Some(c), _) => {
-            let sql = concat!(
-                "UPDATE upstream_definitions SET definition = $1, revision = revision + 1, updated_ms = $2, updated_by = $3 ",
-                "WHERE name = $4 AND revision = $5 RETURNING ",
-                columns!()
-            );
-            on_pool!(store, |pool| {
-                let q = sqlx::query(sql).bind(&text).bind(now).bind(by).bind(name).bind(c.revision);
-                q.fetch_optional(pool).await?.as_ref().map(row).transpose()?
-            })
-        }
-        (None, None) => {
-            let sql = concat!(
-                "INSERT INTO upstream_definitions (",
-                columns!(),
-                ") VALUES ($1, $2, 1, $3, $4) ON CONFLICT (name) DO NOTHING RETURNING ",
-                columns!()
-            );
-            on_pool!(store, |pool| {
-                let q = sqlx::query(sql).bind(name).bind(&text).bind(now).bind(by);
-                q.fetch_optional(pool).await?.as_ref().map(row).transpose()?
-            })
-        }
-    };
-    match stored {
-        Some(stored) => Ok((stored, current.is_none())),
-        // Another write came between the read and this one.
-        None => {
-            let current = get(store, name).await?.map_or(0, |c| c.revision);
-            Err(WriteError::RevisionMismatch { current })
-        }
-    }
+    definitions::put(store, Table::Upstreams, name, definition, expected, by).await
 }
 
 /// Deletes `name` (only revision `expected`, when given).
 pub async fn delete(store: &Store, name: &str, expected: Option<i64>) -> Result<StoredUpstream, WriteError> {
-    let current = get(store, name).await?.ok_or(WriteError::NotFound)?;
-    if expected.is_some_and(|e| e != current.revision) {
-        return Err(WriteError::RevisionMismatch { current: current.revision });
-    }
-    let sql = "DELETE FROM upstream_definitions WHERE name = $1 AND revision = $2";
-    let deleted = on_pool!(store, |pool| sqlx::query(sql).bind(name).bind(current.revision).execute(pool).await?.rows_affected());
-    if deleted == 0 {
-        let now = get(store, name).await?.map_or(0, |c| c.revision);
-        return Err(WriteError::RevisionMismatch { current: now });
-    }
-    Ok(current)
+    definitions::delete(store, Table::Upstreams, name, expected).await
 }

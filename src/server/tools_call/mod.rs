@@ -186,12 +186,14 @@ impl McpServer {
             Some(value @ Value::Object(_)) => value.clone(),
             Some(_) => return Err(Err(RpcError::invalid_params("\"arguments\" must be a JSON object"))),
         };
-        let tool = self.tools.snapshot().get(name).cloned();
+        let tool = self.tool_set(&ctx.caller).get(name).cloned();
         report.tool.clone_from(&tool);
         let Some(tool) = tool.filter(|t| self.may_use(t, ctx)) else {
             if report.tool.is_some() {
                 report.outcome = Outcome::Denied;
-            } else if let Some((tool, reason)) = self.tools.withdrawn(name).filter(|(t, _)| self.may_use(t, ctx)) {
+            } else if let Some((tool, reason)) =
+                self.tools.withdrawn(name).filter(|(t, _)| self.may_use(t, ctx) && ctx.caller.server.as_ref().is_none_or(|s| s.selects(t)))
+            {
                 report.tool = Some(tool);
                 let message = format!("The tool {name} is unavailable for now: {reason}. Try again shortly.");
                 return Err(result::to_value(CallToolResult::error(message)));

@@ -17,8 +17,9 @@ use super::sse;
 
 mod tasks;
 
-use crate::bus::{Change, EventBus};
+use crate::bus::Change;
 use crate::protocol::jsonrpc::RequestId;
+use crate::server::McpServer;
 use crate::session::SessionStore;
 pub use tasks::{listened_tasks, task_fan_out};
 
@@ -91,6 +92,8 @@ struct Listener {
     subscription: RequestId,
     filter: Filter,
     tx: mpsc::Sender<Bytes>,
+    /// The virtual server it listens at (`None`: the default endpoint).
+    server: Option<Arc<str>>,
 }
 
 /// Every open modern listen stream of this process.
@@ -119,9 +122,15 @@ impl Drop for ListenerGuard {
 }
 
 impl Listeners {
-    pub fn register(self: &Arc<Self>, subscription: RequestId, filter: Filter, tx: mpsc::Sender<Bytes>) -> ListenerGuard {
+    pub fn register(
+        self: &Arc<Self>,
+        subscription: RequestId,
+        filter: Filter,
+        tx: mpsc::Sender<Bytes>,
+        server: Option<&str>,
+    ) -> ListenerGuard {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
-        self.map.insert(key, Listener { subscription, filter, tx });
+        self.map.insert(key, Listener { subscription, filter, tx, server: server.map(Into::into) });
         ListenerGuard { listeners: self.clone(), key }
     }
 
@@ -134,7 +143,7 @@ impl Listeners {
     }
 
     /// `published`: when the change was published, for the fan-out latency.
-    fn deliver(&self, change: &Change, published: Option<Instant>) {
+    fn deliver(&self, change: &Change, published: Option<Instant>, reach: &Reach) {
         if self.map.is_empty() {
             return;
         }
@@ -145,7 +154,7 @@ impl Listeners {
         let frame = TaggedFrame::new(change);
         for entry in &self.map {
             let listener = entry.value();
-            if !listener.filter.wants(change) {
+            if !listener.filter.wants(change) || !reach.reaches(listener.server.as_deref()) {
                 continue;
             }
             if listener.tx.try_send(frame.with(&listener.subscription)).is_err() {
@@ -215,9 +224,37 @@ pub fn notification(change: &Change, subscription: Option<&RequestId>) -> Value 
     }
 }
 
+/// Which endpoints hear a change: the default one always; a virtual server when its own tool
+/// list changed, or, for resources and prompts, when it serves that kind. `None`: all.
+pub(crate) struct Reach(Option<HashSet<Arc<str>>>);
+
+impl Reach {
+    fn of(change: &Change, server: &McpServer) -> Self {
+        let servers = &server.servers;
+        if servers.is_empty() {
+            return Self(None);
+        }
+        let set = match change {
+            Change::ToolsListChanged => servers.changed_since_announced(&server.tools.snapshot()).into_iter().collect(),
+            Change::PromptsListChanged => servers.all().into_iter().filter(|s| s.has_prompts()).map(|s| s.name.clone()).collect(),
+            Change::ResourcesListChanged | Change::ResourceUpdated(_) => {
+                servers.all().into_iter().filter(|s| s.has_resources()).map(|s| s.name.clone()).collect()
+            }
+        };
+        Self(Some(set))
+    }
+
+    fn reaches(&self, server: Option<&str>) -> bool {
+        match (server, &self.0) {
+            (None, _) | (_, None) => true,
+            (Some(name), Some(set)) => set.contains(name),
+        }
+    }
+}
+
 /// Runs until the bus closes: every change goes to every interested stream.
-pub async fn fan_out(bus: Arc<dyn EventBus>, sessions: Arc<SessionStore>, listeners: Arc<Listeners>) {
-    let mut rx = bus.subscribe_published();
+pub async fn fan_out(server: Arc<McpServer>, sessions: Arc<SessionStore>, listeners: Arc<Listeners>) {
+    let mut rx = server.bus.subscribe_published();
     loop {
         let published = match rx.recv().await {
             Ok(published) => published,
@@ -226,13 +263,14 @@ pub async fn fan_out(bus: Arc<dyn EventBus>, sessions: Arc<SessionStore>, listen
             Err(broadcast::error::RecvError::Lagged(n)) => {
                 tracing::warn!(missed = n, "change fan-out lagged; notifying every list");
                 for change in [Change::ToolsListChanged, Change::PromptsListChanged, Change::ResourcesListChanged] {
-                    deliver(&change, None, &sessions, &listeners);
+                    deliver(&change, None, &sessions, &listeners, &Reach(None));
                 }
                 continue;
             }
             Err(broadcast::error::RecvError::Closed) => return,
         };
-        deliver(&published.change, Some(published.at), &sessions, &listeners);
+        let reach = Reach::of(&published.change, &server);
+        deliver(&published.change, Some(published.at), &sessions, &listeners, &reach);
     }
 }
 
@@ -241,10 +279,10 @@ fn is_list_change(change: &Change) -> bool {
     !matches!(change, Change::ResourceUpdated(_))
 }
 
-fn deliver(change: &Change, published: Option<Instant>, sessions: &SessionStore, listeners: &Listeners) {
+fn deliver(change: &Change, published: Option<Instant>, sessions: &SessionStore, listeners: &Listeners, reach: &Reach) {
     let legacy = notification(change, None).to_string();
     sessions.for_each(|session| {
-        if !session.is_initialized() {
+        if !session.is_initialized() || !reach.reaches(session.server()) {
             return;
         }
         if let Change::ResourceUpdated(uri) = change
@@ -256,7 +294,7 @@ fn deliver(change: &Change, published: Option<Instant>, sessions: &SessionStore,
             crate::metrics::record::list_changed_sent(published);
         }
     });
-    listeners.deliver(change, published);
+    listeners.deliver(change, published, reach);
 }
 
 #[cfg(test)]
@@ -298,10 +336,10 @@ mod tests {
         let (slow_tx, _slow_rx) = mpsc::channel(1);
         let (fast_tx, mut fast_rx) = mpsc::channel(8);
         let filter = Filter { tools: true, ..Filter::default() };
-        let _g1 = listeners.register(RequestId::Number(1), filter.clone(), slow_tx);
-        let _g2 = listeners.register(RequestId::Number(2), filter, fast_tx);
+        let _g1 = listeners.register(RequestId::Number(1), filter.clone(), slow_tx, None);
+        let _g2 = listeners.register(RequestId::Number(2), filter, fast_tx, None);
         for _ in 0..3 {
-            listeners.deliver(&Change::ToolsListChanged, None);
+            listeners.deliver(&Change::ToolsListChanged, None, &Reach(None));
         }
         assert_eq!(listeners.len(), 1, "the slow listener was disconnected");
         let mut got = 0;

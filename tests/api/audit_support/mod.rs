@@ -105,6 +105,8 @@ pub fn sample(i: usize) -> AuditRecord {
         client_id: Some("client-a".into()),
         scopes: Default::default(),
         expires_at: 0,
+        default_audience: true,
+        server_audiences: Vec::new(),
     };
     let args = json!({"n": i, "password": "hunter2", "nested": {"token": "t", "keep": [1, 2]}});
     AuditRecord::new(KINDS[i % KINDS.len()], OUTCOMES[i % OUTCOMES.len()])
