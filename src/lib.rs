@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod admission;
 pub mod app;
+pub mod approval;
 pub mod audit;
 pub mod auth;
 pub mod authserver;

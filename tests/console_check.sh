@@ -6,6 +6,7 @@
 #          tool, checked through the API; reload), a try-out from the generated form, the audit
 #          log filtered to that call and exported as CSV, sessions, virtual servers (one from the
 #          settings, one stored through the form after a refused one, then deleted), upstreams,
+#          approvals (an upstream's held change with its diff, approved through the button),
 #          overview;
 #   off    auth.mode = "off": no token is asked, the views load, a try-out works.
 # Every view is screenshotted into $CONSOLE_SCREENSHOTS; any error in the page's console fails
@@ -108,6 +109,12 @@ path = "$LOGS/tools.toml"
 url = "http://127.0.0.1:9/mcp"
 allow_private = true
 prefix = "dead_"
+
+# A real upstream that changes its echo after the first listing (rug_pull): the Approvals view
+# shows the held change with its diff (approval = "pin", the default).
+[upstreams.fx]
+prefix = "fx_"
+stdio = { program = "python3", args = ["$ROOT/tests/api/upstream_support/stdio_upstream.py"], env_passthrough = ["PATH"], env = { UPSTREAM_RUG = "1" } }
 
 [servers.docs]
 path = "/teams/docs/mcp"

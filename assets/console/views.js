@@ -5,6 +5,7 @@
 
 import * as api from "./api.js";
 import { action, ago, badge, button, fmtBytes, fmtCount, fmtMs, fmtSeconds, fmtTime, h, heading, json, replace, stat, table, updated } from "./dom.js";
+import { approvals } from "./approvals.js";
 import { grants } from "./grants.js";
 import { servers } from "./servers.js";
 import { schemaForm } from "./form.js";
@@ -230,6 +231,7 @@ async function upstreams(root, ctx) {
           { label: "Transport", cell: (u) => u.transport },
           { label: "State", cell: (u) => badge(u.state, u.state === "connected" ? "good" : u.state === "connecting" ? "warn" : "bad") },
           { label: "Tools", cell: (u) => [fmtCount(u.tools), u.skipped && u.skipped.length ? h("details", null, h("summary", null, `${u.skipped.length} skipped`), h("ul", null, u.skipped.map((s) => h("li", null, s)))) : null] },
+          { label: "Held", cell: (u) => [u.held && u.held.length ? h("a", { href: "#approvals" }, badge(`${u.held.length} waiting`, "warn")) : "–", u.approval_error ? h("div", { class: "error-text small" }, u.approval_error) : null] },
           { label: "Server", cell: (u) => (u.server_info ? `${u.server_info.name || ""} ${u.server_info.version || ""}` : "–") },
           { label: "Protocol", cell: (u) => u.protocol_version || "–" },
           { label: "Last sync", cell: (u) => (u.last_sync_ms ? h("span", { title: fmtMs(u.last_sync_ms) }, ago(new Date(u.last_sync_ms).toISOString())) : "–") },
@@ -481,4 +483,4 @@ function callResult(r) {
   );
 }
 
-export const views = { overview, tools, upstreams, servers, sessions, grants, audit, try: tryTool };
+export const views = { overview, tools, upstreams, approvals, servers, sessions, grants, audit, try: tryTool };

@@ -15,6 +15,9 @@
 //! GET    /admin/upstreams/{name}         one, with its stored definition
 //! PUT    /admin/upstreams/{name}         store a definition (create 201 / replace 200), If-Match
 //! DELETE /admin/upstreams/{name}         delete a stored definition   204
+//! GET    /admin/approvals                upstream catalog changes held for approval (diff)
+//! POST   /admin/approvals/{id}/approve   serve a held version (every replica)   409 if decided
+//! POST   /admin/approvals/{id}/reject    never serve it; the approved version stays
 //! POST   /admin/reload                   reload the tools file and the database now
 //! GET    /admin/catalog                  every served tool: listing, origin, scopes a call needs
 //! POST   /admin/tools/{name}/call        try a tool: an MCP tools/call with the admin's token
@@ -33,6 +36,7 @@
 //! static files ([`console`]) are the only routes outside the gate: they hold no data.
 
 mod actor;
+mod approvals;
 mod audit;
 mod auth;
 mod catalog;
@@ -75,6 +79,9 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/sources", get(sources::status))
         .route("/admin/upstreams", get(upstreams::list))
         .route("/admin/upstreams/{name}", get(upstreams::get).put(upstreams::put).delete(upstreams::delete))
+        .route("/admin/approvals", get(approvals::list))
+        .route("/admin/approvals/{id}/approve", post(approvals::approve))
+        .route("/admin/approvals/{id}/reject", post(approvals::reject))
         .route("/admin/servers", get(servers::list))
         .route("/admin/servers/{name}", get(servers::get).put(servers::put).delete(servers::delete))
         .route("/admin/reload", post(sources::reload))

@@ -21,6 +21,8 @@ pub enum Kind {
     InvalidDefinition,
     NameTaken,
     DefinedElsewhere,
+    /// An approval or rejection of a catalog entry that is not pending any more.
+    AlreadyDecided,
     CommandToolsDisabled,
     /// Only the server's settings (the operator) may allow what the request asks.
     OperatorOnly,
@@ -46,6 +48,7 @@ impl Kind {
             Self::InvalidDefinition => "invalid-definition",
             Self::NameTaken => "name-taken",
             Self::DefinedElsewhere => "defined-elsewhere",
+            Self::AlreadyDecided => "already-decided",
             Self::CommandToolsDisabled => "command-tools-disabled",
             Self::OperatorOnly => "operator-only",
             Self::NotFound => "not-found",
@@ -69,6 +72,7 @@ impl Kind {
             Self::InvalidDefinition => "Invalid tool definition",
             Self::NameTaken => "Tool name already taken",
             Self::DefinedElsewhere => "Tool defined outside the database",
+            Self::AlreadyDecided => "Already decided",
             Self::CommandToolsDisabled => "Command tools cannot be managed through the admin API",
             Self::OperatorOnly => "Only the server's settings may allow this",
             Self::NotFound => "Not found",
@@ -90,7 +94,7 @@ impl Kind {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InvalidDefinition | Self::ReloadFailed | Self::CallFailed => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::NameTaken | Self::DefinedElsewhere => StatusCode::CONFLICT,
+            Self::NameTaken | Self::DefinedElsewhere | Self::AlreadyDecided => StatusCode::CONFLICT,
             Self::CommandToolsDisabled | Self::OperatorOnly | Self::InsufficientScope => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,

@@ -50,7 +50,8 @@ pub async fn follow_definitions(
 }
 
 /// Applies upstream definitions another replica stored (or, after a resync, whatever may have
-/// changed meanwhile): reload them from the database and start, restart or stop upstreams.
+/// changed meanwhile): reload them from the database and start, restart or stop upstreams;
+/// and decisions on an upstream's approved catalog: it lists again.
 pub async fn follow_upstreams(
     mut rx: tokio::sync::broadcast::Receiver<crate::cluster::ClusterEvent>,
     upstreams: Arc<crate::upstream::Upstreams>,
@@ -69,7 +70,12 @@ pub async fn follow_upstreams(
                 if let Err(e) = upstreams.reload_stored(&store).await {
                     tracing::error!(error = %e, "stored upstream definitions not reloaded");
                 }
+                // A decision on the approved catalog may have been missed too.
+                if !matches!(event, Ok(ClusterEvent::UpstreamsChanged)) {
+                    upstreams.resync_all();
+                }
             }
+            Ok(ClusterEvent::CatalogApproved { source }) => upstreams.resync(&source),
             Err(RecvError::Closed) => return,
             Ok(_) => {}
         }
@@ -151,8 +157,11 @@ pub async fn follow_sessions(mut rx: tokio::sync::broadcast::Receiver<crate::clu
                     tasks.changed_elsewhere(&task);
                 }
             }
-            ClusterEvent::ToolDefinitionsChanged | ClusterEvent::UpstreamsChanged | ClusterEvent::ServersChanged | ClusterEvent::Resync => {
-            }
+            ClusterEvent::ToolDefinitionsChanged
+            | ClusterEvent::UpstreamsChanged
+            | ClusterEvent::ServersChanged
+            | ClusterEvent::CatalogApproved { .. }
+            | ClusterEvent::Resync => {}
         }
     }
 }

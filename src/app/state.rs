@@ -141,7 +141,7 @@ impl AppState {
         definitions.load_initial().await?;
         // Checked now (a stdio program must exist and be allowed), connected in the background:
         // readiness never waits on an upstream.
-        let upstreams = Upstreams::new(settings.clone(), server.clone())?;
+        let upstreams = Upstreams::new(settings.clone(), server.clone(), crate::approval::Approvals::new(store.clone()))?;
         // Those stored through the admin API too; one that no longer checks out is logged and
         // skipped, like a stored tool definition.
         upstreams.reload_stored(&store).await.map_err(|e| anyhow::Error::new(e).context("storage: cannot read upstream definitions"))?;

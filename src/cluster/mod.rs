@@ -53,6 +53,9 @@ pub enum ClusterEvent {
     /// A task changed (status, pending input, answers stored): the replica running it re-reads
     /// it, and listeners subscribed to it anywhere are told.
     TaskChanged { task: String },
+    /// An operator approved or rejected an entry of the upstream `source` in the approved
+    /// catalog: each replica lists that upstream again and serves what is approved now.
+    CatalogApproved { source: String },
     /// Delivered locally only: the connection to the other replicas was lost and is back, so
     /// anything may have been missed.
     Resync,

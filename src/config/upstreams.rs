@@ -88,6 +88,12 @@ pub struct UpstreamSettings {
     /// Per-tool changes, by the upstream's tool name.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolOverride>,
+    /// Which of its tools, resources and prompts serve before an operator approved them
+    /// (`src/approval`): `pin` (the default: its first listing is approved, every later new or
+    /// changed entry waits), `approve` (every new or changed entry waits, the first listing
+    /// too) or `off` (whatever it lists serves at once).
+    #[serde(default)]
+    pub approval: Approval,
     /// OAuth credentials for a `url` upstream: toolgate's own (client credentials), or the
     /// caller's, exchanged for a token meant for the upstream (RFC 8693). Never the caller's
     /// token itself.
@@ -116,6 +122,16 @@ pub struct OAuthSettings {
     /// `token_exchange` only: how the upstream's tools are listed (no caller is there then).
     #[serde(default)]
     pub discovery: Discovery,
+}
+
+/// `approval = "pin" | "approve" | "off"`: see [`UpstreamSettings::approval`].
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    #[default]
+    Pin,
+    Approve,
+    Off,
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]

@@ -131,6 +131,10 @@ pub const UPSTREAM_UP: &str = "toolgate_upstream_up";
 pub const UPSTREAM_TOOLS: &str = "toolgate_upstream_tools";
 /// Gauge, recorded by `upstream` when it publishes (reason: invalid, name_taken).
 pub const UPSTREAM_TOOLS_SKIPPED: &str = "toolgate_upstream_tools_skipped";
+/// Counter, recorded by `approval` (decision: approved, rejected, auto_approved).
+pub const CATALOG_DECISIONS: &str = "toolgate_catalog_decisions_total";
+/// Gauge, recorded by `upstream::supervise` after each listing.
+pub const CATALOG_HELD: &str = "toolgate_catalog_held";
 /// Counter, recorded by `upstream::users`.
 pub const UPSTREAM_TOKEN_EXCHANGES: &str = "toolgate_upstream_token_exchanges_total";
 
@@ -175,6 +179,10 @@ pub fn install(replica: &str) -> PrometheusHandle {
             }
             describe();
             crate::protocol::jsonrpc::on_error(record::jsonrpc_error);
+            // Every decision has its series from the start (rates over them never miss a zero).
+            for decision in ["approved", "rejected", "auto_approved"] {
+                metrics::counter!(CATALOG_DECISIONS, "decision" => decision).increment(0);
+            }
             metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "git_sha" => GIT_SHA, "replica" => replica.to_owned())
                 .set(1.0);
             spawn_upkeep(handle.clone());
@@ -306,6 +314,14 @@ pub fn describe() {
     describe_gauge!(
         UPSTREAM_TOOLS_SKIPPED,
         "Tools the upstream MCP server lists that are not served, by upstream and reason (invalid: a name or schema toolgate cannot serve; name_taken: another upstream or source holds the name)."
+    );
+    describe_counter!(
+        CATALOG_DECISIONS,
+        "Decisions on upstream catalog entries (approval), by decision (approved, rejected: by an operator; auto_approved: an upstream's first listing under pin)."
+    );
+    describe_gauge!(
+        CATALOG_HELD,
+        "Entries (tools, resources, prompts) of the upstream MCP server held for an operator's approval at its last listing."
     );
     describe_counter!(
         UPSTREAM_TOKEN_EXCHANGES,

@@ -393,6 +393,16 @@ pub fn upstream_tools(upstream: &str, served: usize, invalid: usize, name_taken:
     }
 }
 
+/// A decision on an upstream catalog entry: `approved`, `rejected` or `auto_approved`.
+pub fn catalog_decision(decision: &'static str) {
+    metrics::counter!(super::CATALOG_DECISIONS, "decision" => decision).increment(1);
+}
+
+/// Entries of `upstream` held for an operator's approval at its last listing.
+pub fn catalog_held(upstream: &str, held: usize) {
+    metrics::gauge!(super::CATALOG_HELD, "upstream" => upstream.to_owned()).set(held as f64);
+}
+
 /// Whether `upstream` is connected, and how many of its tools are served.
 pub fn upstream_state(upstream: &str, up: bool, tools: usize) {
     metrics::gauge!(UPSTREAM_UP, "upstream" => upstream.to_owned()).set(if up { 1.0 } else { 0.0 });

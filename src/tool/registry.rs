@@ -199,6 +199,8 @@ impl std::fmt::Display for SyncReport {
 
 /// Tools one source withdrew, and why.
 type Withdrawn = (Vec<Arc<RegisteredTool>>, String);
+/// Tools one source lists but may not serve, each with why.
+type Held = Vec<(Arc<RegisteredTool>, String)>;
 
 /// The live registry.
 pub struct ToolRegistry {
@@ -209,6 +211,9 @@ pub struct ToolRegistry {
     /// Tools a source withdrew for now (an upstream server that lost its connection), by
     /// source, with why: a call gets a clear error instead of "Unknown tool".
     withdrawn: Mutex<HashMap<String, Withdrawn>>,
+    /// Tools a source lists but may not serve (held for an operator's approval, or rejected),
+    /// by source, each with the sentence a caller is told instead of "Unknown tool".
+    held: Mutex<HashMap<String, Held>>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -219,7 +224,8 @@ impl std::fmt::Debug for ToolRegistry {
 
 impl ToolRegistry {
     pub fn new(bus: Arc<dyn EventBus>) -> Self {
-        Self { current: ArcSwap::from_pointee(ToolSet::default()), write: Mutex::new(()), bus, withdrawn: Mutex::default() }
+        let current = ArcSwap::from_pointee(ToolSet::default());
+        Self { current, write: Mutex::new(()), bus, withdrawn: Mutex::default(), held: Mutex::default() }
     }
 
     /// The current snapshot; cheap, lock-free.
@@ -341,6 +347,24 @@ impl ToolRegistry {
     pub fn withdrawn(&self, name: &str) -> Option<(Arc<RegisteredTool>, String)> {
         let withdrawn = self.withdrawn.lock();
         withdrawn.values().find_map(|(tools, reason)| tools.iter().find(|t| t.name() == name).map(|t| (t.clone(), reason.clone())))
+    }
+
+    /// Records `tools` as listed by `source` but not served, each with why (replacing what that
+    /// source had held; an empty list clears it). A tool that does not compile is left out.
+    pub fn set_held(&self, source: &str, tools: Vec<(Tool, String)>) {
+        let held: Vec<_> = tools.into_iter().filter_map(|(t, why)| RegisteredTool::compile(t).ok().map(|t| (Arc::new(t), why))).collect();
+        let mut all = self.held.lock();
+        if held.is_empty() {
+            all.remove(source);
+        } else {
+            all.insert(source.to_owned(), held);
+        }
+    }
+
+    /// A tool listed by its source but not served, and why, when no tool of its name serves.
+    pub fn held(&self, name: &str) -> Option<(Arc<RegisteredTool>, String)> {
+        let held = self.held.lock();
+        held.values().flatten().find(|(t, _)| t.name() == name).map(|(t, why)| (t.clone(), why.clone()))
     }
 
     /// The origin of the tool called `name`, if there is one.

@@ -78,7 +78,9 @@ pub fn build(link: &Arc<Link>, listed: &[Value]) -> (Vec<Tool>, Vec<String>) {
     (tools, skipped)
 }
 
-fn is_offered(link: &Link, name: &str) -> bool {
+/// Whether the allow and deny lists let `name` be served (what they leave out is not reviewed
+/// for approval either).
+pub(super) fn is_offered(link: &Link, name: &str) -> bool {
     let s = &link.settings;
     (s.allow_tools.is_empty() || s.allow_tools.iter().any(|a| a == name)) && !s.deny_tools.iter().any(|d| d == name)
 }
@@ -126,6 +128,25 @@ fn build_one(link: &Arc<Link>, upstream_name: &str, entry: &Value) -> Result<Too
     let target = super::forward::Target { name: upstream_name.into(), header_params: header_params.into() };
     let target = Arc::new(target);
     Ok(builder.origin(Origin::Upstream, fingerprint).handler(move |ctx| super::forward::call(link.clone(), target.clone(), ctx)))
+}
+
+/// A stand-in for a tool the approved catalog does not let serve (held or rejected): never
+/// listed or run, it carries the served name and scopes, so a caller who may use the tool is
+/// told `why` instead of "Unknown tool" and one who may not learns nothing.
+pub(super) fn stand_in(link: &Link, upstream_name: &str, why: String) -> Option<(Tool, String)> {
+    if !is_offered(link, upstream_name) {
+        return None;
+    }
+    let s = &link.settings;
+    let over = s.tools.get(upstream_name).cloned().unwrap_or_default();
+    let name = over.name.clone().unwrap_or_else(|| format!("{}{upstream_name}", s.prefix_for(&link.name)));
+    validate_name(&name).ok()?;
+    let refusal = why.clone();
+    let tool = Tool::builder(name, format!("{upstream_name} (not served: held by the approved catalog)"))
+        .scopes(s.scopes.iter().chain(&over.scopes).cloned())
+        .origin(Origin::Upstream, 1)
+        .handler(move |_| std::future::ready(Err(crate::tool::ToolError::Failed(refusal.clone()))));
+    Some((tool, why))
 }
 
 /// The upstream's hints, with the operator's overrides on top. Hints are advisory to clients

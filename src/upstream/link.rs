@@ -39,6 +39,9 @@ pub struct Link {
     /// Stops this upstream's supervisor (removed or replaced through the admin API, or
     /// toolgate shutting down).
     pub(super) stop: CancellationToken,
+    /// Asks the supervisor to list again now (an operator decided one of its entries, here or
+    /// on another replica): the approved catalog is re-read with the listing.
+    pub(super) resync: tokio::sync::Notify,
 }
 
 /// An upstream's health as the admin API and metrics show it.
@@ -78,9 +81,28 @@ pub struct UpstreamStatus {
     /// The stored definition's revision (`admin` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
+    /// Entries it lists that wait for an operator's approval (`approval`): nothing of a new
+    /// one serves, a changed one serves its approved version.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<HeldEntry>,
+    /// Why the approved catalog could not be read at its last listing (only entries known
+    /// approved serve until it can).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_error: Option<String>,
     /// A stdio upstream's last stderr lines, and how many the log did not get.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr: Option<super::stderr::StderrStatus>,
+}
+
+/// An entry held for an operator's approval, as the status shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct HeldEntry {
+    /// `tool`, `resource`, `template` or `prompt`.
+    pub kind: &'static str,
+    /// The upstream's own name (a resource's URI).
+    pub name: String,
+    /// `new` or `changed`.
+    pub change: &'static str,
 }
 
 impl Link {
@@ -157,6 +179,7 @@ impl Link {
             stderr: Arc::new(super::stderr::Stderr::new(name)),
             metrics: crate::metrics::record::UpstreamMetrics::new(name),
             stop,
+            resync: tokio::sync::Notify::new(),
         })
     }
 }

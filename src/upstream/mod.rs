@@ -2,7 +2,8 @@
 //! runs. Each `[upstreams.<name>]` gets a supervisor ([`supervise`]) that connects (a child
 //! over stdio, or Streamable HTTP), lists the upstream's tools, and serves them here under a
 //! prefix ([`catalog`]), through the same execution layer as every other tool (scopes, limits,
-//! timeouts, audit). A call is forwarded as is ([`forward`]); progress, cancellation and the
+//! timeouts, audit), once the approved catalog ([`crate::approval`]) let each entry serve. A
+//! call is forwarded as is ([`forward`]); progress, cancellation and the
 //! upstream's requests for input are relayed. The upstream's `list_changed` resyncs its tools;
 //! a lost connection withdraws them until it is back. Clients hear `list_changed` only when
 //! what they see changed.
@@ -64,6 +65,8 @@ pub struct Upstreams {
     stop: OnceLock<CancellationToken>,
     /// Serializes reloads of the stored definitions (see `stored.rs`).
     reloading: tokio::sync::Mutex<()>,
+    /// The approved catalog every listing passes (`approval`).
+    pub(crate) approvals: Arc<crate::approval::Approvals>,
 }
 
 impl std::fmt::Debug for Upstreams {
@@ -79,7 +82,7 @@ pub(crate) fn now_ms() -> u64 {
 impl Upstreams {
     /// The configured upstreams, checked (a stdio program must resolve and be allowed) but not
     /// yet connected: [`Self::spawn`] starts them.
-    pub fn new(settings: Arc<Settings>, server: Arc<McpServer>) -> anyhow::Result<Arc<Self>> {
+    pub fn new(settings: Arc<Settings>, server: Arc<McpServer>, approvals: Arc<crate::approval::Approvals>) -> anyhow::Result<Arc<Self>> {
         let mut links = BTreeMap::new();
         for (name, upstream) in &settings.upstreams {
             let link = Link::build(name, upstream, &settings.tools, settings.tools.default_timeout_secs, CancellationToken::new())
@@ -98,6 +101,7 @@ impl Upstreams {
             offered: Mutex::default(),
             stop: OnceLock::new(),
             reloading: tokio::sync::Mutex::new(()),
+            approvals,
         }))
     }
 
@@ -153,6 +157,8 @@ impl Upstreams {
         }
         let mut offered = self.offered.lock();
         self.server.tools.set_withdrawn(name, Vec::new(), String::new());
+        self.server.tools.set_held(name, Vec::new());
+        self.approvals.forget(name);
         self.server.resources.sync_source(name, None);
         self.server.prompts.sync_source(name, None);
         offered.remove(name);
@@ -167,6 +173,26 @@ impl Upstreams {
     /// supervisor publishes counts only then.
     fn is_current(&self, link: &Arc<Link>) -> bool {
         self.links.read().get(&link.name).is_some_and(|l| Arc::ptr_eq(l, link))
+    }
+
+    /// The approved catalog (for the admin API's approvals).
+    pub fn approvals(&self) -> &Arc<crate::approval::Approvals> {
+        &self.approvals
+    }
+
+    /// Makes `source`'s supervisor list it again and review the listing against the approved
+    /// catalog now (an operator decided one of its entries, on this replica or another).
+    pub fn resync(&self, source: &str) {
+        if let Some(link) = self.link(source) {
+            link.resync.notify_one();
+        }
+    }
+
+    /// Every upstream lists again (after a lost cluster channel a decision may have been missed).
+    pub fn resync_all(&self) {
+        for link in self.links.read().values() {
+            link.resync.notify_one();
+        }
     }
 
     /// The first upstream marked `required` that is not connected, if any (for readiness).
@@ -202,12 +228,21 @@ impl Upstreams {
     /// `link` is (back) up: its tools, resources and prompts are served, none withdrawn (but
     /// a tool whose name another holds, which its status then lists as skipped). Nothing
     /// happens for a link no longer current.
-    fn restore(&self, link: &Arc<Link>, tools: Vec<Tool>, resources: Option<RemoteResources>, prompts: Option<RemotePrompts>) {
+    /// `held` are stand-ins for the tools the approved catalog does not let serve, with why.
+    fn restore(
+        &self,
+        link: &Arc<Link>,
+        tools: Vec<Tool>,
+        held: Vec<(Tool, String)>,
+        resources: Option<RemoteResources>,
+        prompts: Option<RemotePrompts>,
+    ) {
         let mut offered = self.offered.lock();
         if !self.is_current(link) {
             return;
         }
         self.server.tools.set_withdrawn(&link.name, Vec::new(), String::new());
+        self.server.tools.set_held(&link.name, held);
         self.server.resources.sync_source(&link.name, resources);
         self.server.prompts.sync_source(&link.name, prompts);
         offered.list(&link.name, tools);

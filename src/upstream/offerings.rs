@@ -16,42 +16,56 @@ use super::peer::Peer;
 use crate::catalog::prompts::RemotePrompts;
 use crate::catalog::resources::RemoteResources;
 
-/// What an upstream offers besides tools, ready for the catalogs.
-pub(super) struct Offerings {
-    pub resources: Option<RemoteResources>,
-    pub prompts: Option<RemotePrompts>,
+/// What an upstream offers besides tools, as it listed them (before the approved catalog).
+#[derive(Default)]
+pub(super) struct Listing {
+    /// Its resources and resource templates, when it has resources.
+    pub resources: Option<(Vec<Value>, Vec<Value>)>,
+    /// Its prompts, when it has prompts.
+    pub prompts: Option<Vec<Value>>,
     /// Kinds left out because listing them failed, with why.
     pub problems: Vec<String>,
 }
 
+/// What an upstream offers besides tools, ready for the catalogs.
+pub(super) struct Offerings {
+    pub resources: Option<RemoteResources>,
+    pub prompts: Option<RemotePrompts>,
+}
+
 /// Lists the upstream's resources and prompts (where its capabilities say it has them); a
 /// list that fails leaves that kind out and says why.
-pub(super) async fn list(link: &Arc<Link>, peer: &Peer, capabilities: &Value) -> Offerings {
-    let mut problems = Vec::new();
+pub(super) async fn list(link: &Arc<Link>, peer: &Peer, capabilities: &Value) -> Listing {
+    let mut listing = Listing::default();
     let per_caller = link.users.is_some();
     let timeout = Duration::from_millis(link.settings.connect_timeout_ms.max(5_000));
+    if capabilities.get("resources").is_some() && !per_caller {
+        match list_all(peer, "resources/list", "resources", timeout).await {
+            // Templates are optional even for a server with resources.
+            Ok(listed) => {
+                let templates = list_all(peer, "resources/templates/list", "resourceTemplates", timeout).await.unwrap_or_default();
+                let listed = listed.into_iter().filter(|r| r["uri"].is_string()).collect();
+                listing.resources = Some((listed, templates.into_iter().filter(|t| t["uriTemplate"].is_string()).collect()));
+            }
+            Err(e) => listing.problems.push(format!("resources: {e}")),
+        }
+    }
+    if capabilities.get("prompts").is_some() && !per_caller {
+        match list_all(peer, "prompts/list", "prompts", timeout).await {
+            Ok(listed) => listing.prompts = Some(listed),
+            Err(e) => listing.problems.push(format!("prompts: {e}")),
+        }
+    }
+    listing
+}
+
+/// The catalogs' view of what may be served of a listing (the approved catalog chose).
+pub(super) fn build(link: &Arc<Link>, resources: Option<(Vec<Value>, Vec<Value>)>, prompts_listed: Option<Vec<Value>>) -> Offerings {
     let prefix = link.settings.prefix_for(&link.name);
-    let resources = match capabilities.get("resources") {
-        Some(_) if !per_caller => match resources(link, peer, &prefix, timeout).await {
-            Ok(r) => Some(r),
-            Err(e) => {
-                problems.push(format!("resources: {e}"));
-                None
-            }
-        },
-        _ => None,
-    };
-    let prompts = match capabilities.get("prompts") {
-        Some(_) if !per_caller => match prompts(link, peer, &prefix, timeout).await {
-            Ok(p) => Some(p),
-            Err(e) => {
-                problems.push(format!("prompts: {e}"));
-                None
-            }
-        },
-        _ => None,
-    };
-    Offerings { resources, prompts, problems }
+    Offerings {
+        resources: resources.map(|(listed, templates)| self::resources(link, &prefix, listed, templates)),
+        prompts: prompts_listed.map(|listed| prompts(link, &prefix, listed)),
+    }
 }
 
 fn prefixed(mut entry: Value, prefix: &str) -> Value {
@@ -61,14 +75,11 @@ fn prefixed(mut entry: Value, prefix: &str) -> Value {
     entry
 }
 
-async fn resources(link: &Arc<Link>, peer: &Peer, prefix: &str, timeout: Duration) -> Result<RemoteResources, super::UpstreamError> {
-    let listed = list_all(peer, "resources/list", "resources", timeout).await?;
-    // Templates are optional even for a server with resources.
-    let templates = list_all(peer, "resources/templates/list", "resourceTemplates", timeout).await.unwrap_or_default();
+fn resources(link: &Arc<Link>, prefix: &str, listed: Vec<Value>, templates: Vec<Value>) -> RemoteResources {
     let link = link.clone();
-    Ok(RemoteResources {
-        resources: listed.into_iter().filter(|r| r["uri"].is_string()).map(|r| prefixed(r, prefix)).collect(),
-        templates: templates.into_iter().filter(|t| t["uriTemplate"].is_string()).map(|t| prefixed(t, prefix)).collect(),
+    RemoteResources {
+        resources: listed.into_iter().map(|r| prefixed(r, prefix)).collect(),
+        templates: templates.into_iter().map(|t| prefixed(t, prefix)).collect(),
         scopes: link.settings.scopes.clone(),
         read: Arc::new(move |uri| {
             let link = link.clone();
@@ -80,11 +91,10 @@ async fn resources(link: &Arc<Link>, peer: &Peer, prefix: &str, timeout: Duratio
                     .map_err(|e| format!("the upstream MCP server {}: {e}", link.name))
             })
         }),
-    })
+    }
 }
 
-async fn prompts(link: &Arc<Link>, peer: &Peer, prefix: &str, timeout: Duration) -> Result<RemotePrompts, super::UpstreamError> {
-    let listed = list_all(peer, "prompts/list", "prompts", timeout).await?;
+fn prompts(link: &Arc<Link>, prefix: &str, listed: Vec<Value>) -> RemotePrompts {
     let mut upstream_names = HashMap::new();
     let mut prompts = Vec::new();
     for prompt in listed {
@@ -95,7 +105,7 @@ async fn prompts(link: &Arc<Link>, peer: &Peer, prefix: &str, timeout: Duration)
     let scopes = link.settings.scopes.clone();
     let link = link.clone();
     let upstream_names = Arc::new(upstream_names);
-    Ok(RemotePrompts {
+    RemotePrompts {
         prompts,
         scopes,
         get: Arc::new(move |served: String, arguments: Map<String, Value>| {
@@ -110,5 +120,5 @@ async fn prompts(link: &Arc<Link>, peer: &Peer, prefix: &str, timeout: Duration)
                     .map_err(|e| format!("the upstream MCP server {}: {e}", link.name))
             })
         }),
-    })
+    }
 }

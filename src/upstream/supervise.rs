@@ -8,9 +8,13 @@ use std::time::Duration;
 use rand::Rng;
 use tokio_util::sync::CancellationToken;
 
+use serde_json::Value;
+
 use super::connect::{Handshake, Open, connect};
+use super::link::HeldEntry;
 use super::peer::Peer;
 use super::{Link, Upstreams, catalog, now_ms};
+use crate::approval::{Kind, Why};
 use crate::metrics::record;
 
 /// How often a connected upstream must answer a ping.
@@ -30,6 +34,8 @@ const RESYNC_QUIET: Duration = Duration::from_millis(100);
 pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: CancellationToken) {
     let mut failures: u32 = 0;
     let mut connected_before = false;
+    // Its held gauge exists before the first listing.
+    record::catalog_held(&link.name, 0);
     while !stop.is_cancelled() {
         link.update(|s| s.state = "connecting");
         let attempt = tokio::select! {
@@ -104,6 +110,8 @@ async fn serve(link: &Arc<Link>, upstreams: &Upstreams, peer: Peer, handshake: H
                 tokio::time::sleep(RESYNC_QUIET).await;
                 changed = true;
             }
+            // An operator approved or rejected one of its entries: the listing is reviewed again.
+            () = link.resync.notified() => changed = true,
             _ = ping.tick() => {
                 if let Err(e) = peer.check(PING_TIMEOUT).await {
                     peer.close(format!("the upstream did not answer a ping: {e}"));
@@ -117,17 +125,23 @@ async fn serve(link: &Arc<Link>, upstreams: &Upstreams, peer: Peer, handshake: H
     }
 }
 
-/// Lists the upstream's tools and publishes them; a listing that fails is recorded as the last
+/// Lists the upstream's tools, resources and prompts, passes them through the approved
+/// catalog and publishes what it lets serve; a listing that fails is recorded as the last
 /// error and closes the connection (the supervisor reconnects).
 async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities: &serde_json::Value) {
     let timeout = Duration::from_millis(link.settings.connect_timeout_ms.max(5_000));
     match catalog::list_tools(peer, timeout).await {
         Ok(listed) => {
-            let (tools, invalid) = catalog::build(link, &listed);
-            let offerings = super::offerings::list(link, peer, capabilities).await;
+            // What the allow and deny lists leave out is neither reviewed nor served.
+            let listed: Vec<Value> =
+                listed.into_iter().filter(|t| t.get("name").and_then(Value::as_str).is_none_or(|n| catalog::is_offered(link, n))).collect();
+            let offered = super::offerings::list(link, peer, capabilities).await;
+            let (gated, held) = approved(link, upstreams, &listed, offered.resources, offered.prompts).await;
+            let (tools, invalid) = catalog::build(link, &gated.tools);
+            let offerings = super::offerings::build(link, gated.resources, gated.prompts);
             // An upstream chooses how many bad entries it lists, and lists them again at every
             // list_changed: the log gets the first few and a count, the status all of them.
-            let problems: Vec<&String> = invalid.iter().chain(&offerings.problems).collect();
+            let problems: Vec<&String> = invalid.iter().chain(&offered.problems).collect();
             for why in problems.iter().take(LOGGED_PROBLEMS) {
                 tracing::warn!(upstream = %link.name, skipped = %why, "upstream tool not served");
             }
@@ -137,10 +151,12 @@ async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities
             }
             link.update(|s| {
                 s.invalid_tools = invalid.len();
-                s.listing_skipped = invalid.into_iter().chain(offerings.problems).collect();
+                s.listing_skipped = invalid.into_iter().chain(offered.problems).chain(held.unserved_why).collect();
+                s.held = held.pending;
+                s.approval_error = held.degraded;
             });
             // Publishing counts what is served and lists the skipped in the status.
-            upstreams.restore(link, tools, offerings.resources, offerings.prompts);
+            upstreams.restore(link, tools, held.stand_ins, offerings.resources, offerings.prompts);
             link.update(|s| {
                 s.state = "connected";
                 s.last_error = None;
@@ -156,6 +172,73 @@ async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities
             peer.close(format!("tools/list failed: {e}"));
         }
     }
+}
+
+/// A listing as the approved catalog lets it serve.
+struct Gated {
+    tools: Vec<Value>,
+    resources: Option<(Vec<Value>, Vec<Value>)>,
+    prompts: Option<Vec<Value>>,
+}
+
+/// What the approved catalog held back of a listing, for the status and for callers.
+struct HeldBack {
+    /// Waiting for an operator (the status's `held`).
+    pending: Vec<HeldEntry>,
+    /// Entries not served at all, with why (the status's `skipped`).
+    unserved_why: Vec<String>,
+    /// Stand-ins for unserved tools, so a call is told why.
+    stand_ins: Vec<(crate::tool::Tool, String)>,
+    degraded: Option<String>,
+}
+
+/// Passes the listing through the approved catalog (`approval`): each entry is served as
+/// listed, as its approved version, or not at all.
+async fn approved(
+    link: &Arc<Link>,
+    upstreams: &Upstreams,
+    tools: &[Value],
+    resources: Option<(Vec<Value>, Vec<Value>)>,
+    prompts: Option<Vec<Value>>,
+) -> (Gated, HeldBack) {
+    let (listed_resources, listed_templates) = resources.as_ref().map_or((&[][..], &[][..]), |(r, t)| (&r[..], &t[..]));
+    let entries: Vec<(Kind, &Value)> = tools
+        .iter()
+        .map(|t| (Kind::Tool, t))
+        .chain(listed_resources.iter().map(|r| (Kind::Resource, r)))
+        .chain(listed_templates.iter().map(|t| (Kind::Template, t)))
+        .chain(prompts.iter().flatten().map(|p| (Kind::Prompt, p)))
+        .collect();
+    let review = upstreams.approvals.review(&link.name, link.settings.approval, &entries).await;
+    // `served` is in the order of `entries`: tools, resources, templates, prompts.
+    let mut served = review.served.into_iter();
+    let mut take = |n: usize| served.by_ref().take(n).flatten().collect::<Vec<Value>>();
+    let gated = Gated {
+        tools: take(tools.len()),
+        resources: resources.as_ref().map(|(r, t)| (take(r.len()), take(t.len()))),
+        prompts: prompts.as_ref().map(|p| take(p.len())),
+    };
+    let mut back = HeldBack { pending: Vec::new(), unserved_why: Vec::new(), stand_ins: Vec::new(), degraded: review.degraded };
+    for held in &review.held {
+        let why = held.explain(&link.name);
+        if held.is_pending() {
+            let change = if held.why == Why::New { "new" } else { "changed" };
+            back.pending.push(HeldEntry { kind: held.kind.as_str(), name: held.name.clone(), change });
+        }
+        if held.is_unserved() {
+            if held.kind == Kind::Tool
+                && let Some(stand_in) = catalog::stand_in(link, &held.name, why.clone())
+            {
+                back.stand_ins.push(stand_in);
+            }
+            // A pending one is listed as held already.
+            if !held.is_pending() {
+                back.unserved_why.push(why);
+            }
+        }
+    }
+    record::catalog_held(&link.name, back.pending.len());
+    (gated, back)
 }
 
 /// The wait before attempt `n + 1` after `n` failures: doubling, capped, with half of it

@@ -31,6 +31,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "packs",
             "admission",
             "upstream",
+            "approval",
             "virtual_servers",
         ],
     ),

@@ -26,6 +26,7 @@ mod authserver_federation;
 mod authserver_flow;
 mod bearer_gate;
 mod caps_http;
+mod catalog_approval;
 mod check_config;
 mod client_ip_http;
 mod cluster_pg;

@@ -70,8 +70,9 @@ const V: &str = "2025-11-25";
 /// exists it cannot start (so a test decides when it connects).
 fn fixture(renamed: &str, marker: &std::path::Path) -> toolgate::config::upstreams::UpstreamSettings {
     let script = format!("test -e {} && exit 1; exec python3 {FIXTURE}", marker.display());
+    // Names, not approvals, are tested here: tools that appear after the first listing serve at once.
     let upstream = json!({"stdio": {"program": "sh", "args": ["-c", script], "env_passthrough": ["PATH"]},
-        "tools": {renamed: {"name": "shared"}}});
+        "tools": {renamed: {"name": "shared"}}, "approval": "off"});
     serde_json::from_value(upstream).expect("settings")
 }
 

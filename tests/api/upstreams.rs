@@ -208,7 +208,9 @@ async fn a_line_that_is_not_json_rpc_is_ignored() {
 
 #[tokio::test]
 async fn an_upstreams_list_change_reaches_the_clients() {
-    let (server, _) = serve(json!({})).await;
+    // A tool added after the first listing serves at once only without the approved catalog
+    // (`catalog_approval.rs` holds it under the default).
+    let (server, _) = serve(json!({"approval": "off"})).await;
     wait_for(&server, "fx_toggle_extra", true).await;
     let session = server.initialize(V).await;
     let mut events = SseReader::new(open_get(&server, &session, None).await);

@@ -151,7 +151,8 @@ async fn the_upstreams_own_protocol_meta_is_not_relayed_but_the_rest_is() {
 #[tokio::test]
 async fn an_upstreams_tool_change_is_heard_on_its_listen_stream() {
     let upstream = TestServer::start().await;
-    let server = front(&upstream.url("/mcp"), json!({}), |_| {}).await;
+    // The notification path is tested here: a tool added later serves at once without approval.
+    let server = front(&upstream.url("/mcp"), json!({"approval": "off"}), |_| {}).await;
     wait_for(&server, "up_echo", true).await;
     assert_eq!(upstream_status(&server).await["protocol_version"], MODERN);
     let session = server.initialize(V).await;
@@ -171,7 +172,7 @@ async fn an_upstreams_tool_change_is_heard_on_its_listen_stream() {
 #[tokio::test]
 async fn a_legacy_upstreams_tool_change_is_heard_on_its_get_stream() {
     let upstream = TestServer::start().await;
-    let server = front(&upstream.url("/mcp"), json!({"protocol": "legacy"}), |_| {}).await;
+    let server = front(&upstream.url("/mcp"), json!({"protocol": "legacy", "approval": "off"}), |_| {}).await;
     wait_for(&server, "up_echo", true).await;
     add_fresh_tool(&upstream);
     wait_for(&server, "up_fresh", true).await;

@@ -339,6 +339,33 @@ async function tokenRun(page, keepSession) {
     await shot(page, "09-upstreams");
   });
 
+  await check("approvals: a rug pull is held with its diff and approved through the button", async () => {
+    // The upstream fx changes its echo after the first listing, which was pinned.
+    const pulled = await api("POST", "/admin/tools/fx_rug_pull/call", { arguments: {} });
+    assert(pulled.status === 200, `rug_pull: ${JSON.stringify(pulled.body)}`);
+    let held = [];
+    for (let i = 0; i < 100 && !held.length; i++) {
+      held = (await api("GET", "/admin/approvals?source=fx")).body.approvals;
+      if (!held.length) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert(held.length === 1 && held[0].name === "echo", `held: ${JSON.stringify(held)}`);
+    const served = await api("GET", "/admin/catalog");
+    const echo = served.body.tools.find((t) => t.name === "fx_echo");
+    assert(echo && !echo.listing.description.includes("id_rsa"), "the approved version serves meanwhile");
+    await nav(page, "upstreams");
+    await page.waitForSelector('#view a[href="#approvals"]');
+    assert((await page.textContent("#view")).includes("1 waiting"), "the Upstreams view shows the held change");
+    await nav(page, "approvals");
+    await page.waitForSelector(`section.approval[data-id="${held[0].id}"] .diff-after`);
+    const text = await page.textContent("#view");
+    assert(text.includes("id_rsa") && text.includes("/properties/secret"), "the diff shows the new description and the schema's new path");
+    await shot(page, "11-approvals");
+    await page.click(`button[data-approval="${held[0].id}"][data-verb="approve"]`);
+    await page.waitForSelector("#view p.empty");
+    const approved = await api("GET", "/admin/approvals?state=approved&source=fx");
+    assert(approved.body.approvals.some((a) => a.id === held[0].id), "approved through the button");
+  });
+
   await check("overview: figures after the walk", async () => {
     await nav(page, "overview");
     await page.waitForSelector('#view[data-view="overview"] .stat');

@@ -189,6 +189,9 @@ url = "$PY_URL"
 allow_private = true
 prefix = "py_"
 timeout_ms = 60000
+# py_add_tool adds tools at run time, which must serve at once here (the approved catalog,
+# which would hold them, is tested in tests/api/catalog_approval.rs)
+approval = "off"
 
 # the same server again: timeout_ms, max_message_bytes, headers
 [upstreams.py-limits]

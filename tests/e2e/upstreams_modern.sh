@@ -139,6 +139,8 @@ allow_private = true
 protocol = "2026-07-28"
 prefix = "fm_"
 timeout_ms = 60000
+# its tool list changes at run time (list_changed), which must serve at once here
+approval = "off"
 EOF
 
 launch_toolgate() { # port

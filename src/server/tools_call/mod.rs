@@ -197,6 +197,10 @@ impl McpServer {
                 report.tool = Some(tool);
                 let message = format!("The tool {name} is unavailable for now: {reason}. Try again shortly.");
                 return Err(result::to_value(CallToolResult::error(message)));
+            } else if let Some((tool, reason)) = self.tools.held(name).filter(|(t, _)| self.may_use(t, ctx)) {
+                // Listed by its upstream, not approved (`approval`): said as such, not "Unknown tool".
+                report.tool = Some(tool);
+                return Err(result::to_value(CallToolResult::error(format!("The tool {name} is not served: {reason}."))));
             }
             return Err(Err(RpcError::invalid_params(format!("Unknown tool: {name}")).with_data(json!({ "name": name }))));
         };
