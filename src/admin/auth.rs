@@ -33,6 +33,9 @@ pub async fn require_admin(State(app): State<AdminState>, mut request: Request, 
     let scope = app.settings.admin.scope.as_str();
     // Only the admin scope: an operator's token need not also carry the MCP scopes.
     let refusal = match auth.identify(request.headers()).await {
+        // A token issued for a virtual server (or an audience one lists) is that server's,
+        // not the admin API's: only the default endpoint's audience is accepted here.
+        Ok(principal) if !principal.default_audience => Refusal::Invalid("token audience does not include this resource".into()),
         Ok(principal) if principal.has_scope(scope) => {
             request.extensions_mut().insert(Arc::new(principal));
             return next.run(request).await;

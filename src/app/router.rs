@@ -37,10 +37,10 @@ pub fn router(state: AppState) -> Router {
     let mcp = mcp
         .layer(
             ServiceBuilder::new()
-                // Which endpoint (default or a virtual server), or 404 for a path none has.
-                .layer(crate::transport::endpoint::EndpointLayer::new(state.server.clone(), &settings.mcp_path, settings.legacy_sse))
                 // After the drain delay of a shutdown: 503 before any other work; then Host/Origin.
                 .layer(guard::GateLayer::new(host_guard.clone(), state.closing.clone(), settings.max_body_bytes))
+                // Which endpoint (default or a virtual server), or 404 for a path none has.
+                .layer(crate::transport::endpoint::EndpointLayer::new(state.server.clone(), &settings.mcp_path, settings.legacy_sse))
                 .layer(cors_layer(host_guard))
                 .layer(state.gate.clone()),
         )

@@ -11,14 +11,20 @@ use crate::principal::Principal;
 
 /// See the module docs. Replaced whole when the virtual servers change.
 #[derive(Debug, Default)]
-pub struct ServerAudiences(ArcSwap<Vec<String>>, ArcSwap<Vec<String>>);
+pub struct ServerAudiences(ArcSwap<Vec<String>>, ArcSwap<Vec<String>>, ArcSwap<Vec<String>>);
 
 impl ServerAudiences {
-    /// Every server's accepted audiences, and of those the servers' own resource URIs (which
-    /// toolgate's authorization server may issue tokens for).
-    pub fn set(&self, audiences: Vec<String>, resources: Vec<String>) {
+    /// Every server's accepted audiences, of those the servers' own resource URIs (which
+    /// toolgate's authorization server may issue tokens for), and the scopes they require.
+    pub fn set(&self, audiences: Vec<String>, resources: Vec<String>, scopes: Vec<String>) {
         self.0.store(Arc::new(audiences));
         self.1.store(Arc::new(resources));
+        self.2.store(Arc::new(scopes));
+    }
+
+    /// The scopes the servers require (which the authorization server then knows too).
+    pub fn scopes(&self) -> Arc<Vec<String>> {
+        self.2.load_full()
     }
 
     pub fn load(&self) -> Arc<Vec<String>> {
@@ -31,11 +37,11 @@ impl ServerAudiences {
 
     /// Records on `principal` which endpoints the token's `aud` names: the default one (any of
     /// `own`, the issuer's accepted audiences) and the virtual servers' audiences among `aud`.
-    /// `Err` when it names none of them.
-    pub fn classify<'a>(&self, aud: impl Iterator<Item = &'a str> + Clone, own: &[String], principal: &mut Principal) -> Result<(), ()> {
+    /// False when it names none of them.
+    pub fn classify<'a>(&self, aud: impl Iterator<Item = &'a str> + Clone, own: &[String], principal: &mut Principal) -> bool {
         let servers = self.0.load();
         principal.default_audience = aud.clone().any(|a| own.iter().any(|o| o == a));
         principal.server_audiences = aud.filter(|a| servers.iter().any(|s| s == a)).take(16).map(str::to_owned).collect();
-        if principal.default_audience || !principal.server_audiences.is_empty() { Ok(()) } else { Err(()) }
+        principal.default_audience || !principal.server_audiences.is_empty()
     }
 }

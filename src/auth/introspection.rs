@@ -180,9 +180,9 @@ impl Introspector {
             default_audience: false,
             server_audiences: Vec::new(),
         };
-        self.servers
-            .classify(aud.iter().copied(), &self.audiences, &mut principal)
-            .map_err(|()| TokenError::Invalid("token audience does not include this server".into()))?;
+        if !self.servers.classify(aud.iter().copied(), &self.audiences, &mut principal) {
+            return Err(TokenError::Invalid("token audience does not include this server".into()));
+        }
         let horizon = now + self.cache_secs;
         let until = UNIX_EPOCH + Duration::from_secs(exp.map_or(horizon, |e| e.min(horizon)));
         self.cache.insert(key, Arc::new(Cached { principal: principal.clone(), until }));

@@ -138,9 +138,12 @@ fn rest_of_request(params: &Params<'_>, resources: &[String]) -> Result<Rest, (&
     let resource = match params.one("resource").map_err(invalid)? {
         Some(asked) => canonical_resource(asked, resources)
             .ok_or_else(|| ("invalid_target", "resource does not name an MCP endpoint of this server".into()))?,
-        // AUZ-08: clients without resource indicators get the one endpoint there is.
-        None if resources.len() == 1 => resources[0].clone(),
-        None => return Err(("invalid_target", "send resource: the URL of the MCP endpoint the token is for".into())),
+        // AUZ-08: clients without resource indicators get the default endpoint (the first;
+        // virtual servers' tokens are asked for by their resource).
+        None => resources
+            .first()
+            .cloned()
+            .ok_or_else(|| ("invalid_target", "send resource: the URL of the MCP endpoint the token is for".into()))?,
     };
     let scope = params.one("scope").map_err(invalid)?;
     if scope.is_some_and(|s| s.len() > MAX_SCOPE_BYTES) {

@@ -76,7 +76,7 @@ impl AuthServer {
     /// parallel sign-ins in one browser work); `cross_site` from `Sec-Fetch-Site`.
     pub async fn begin(&self, params: &[(String, String)], cookie: Option<&str>, cross_site: bool) -> Result<Began, Refused> {
         let (mut request, client) = check(Params(params), &self.clients, &self.all_resources(), &self.issuer).await?;
-        request.scope = known_scopes(request.scope.take(), &self.scopes_supported);
+        request.scope = known_scopes(request.scope.take(), &self.all_scopes());
         let cookie = cookie.filter(|c| c.len() == 43).map_or_else(random_secret, str::to_owned);
         let tx = random_secret();
         let (idp_url, pending) = self.idp.begin(&tx).await.map_err(|e| {

@@ -81,6 +81,13 @@ impl AuthServer {
         self.resources.iter().cloned().chain(self.servers.resources().iter().cloned()).collect()
     }
 
+    /// Every scope it knows: `scopes_supported`, then the virtual servers' own.
+    pub(super) fn all_scopes(&self) -> Vec<String> {
+        let mut all = self.scopes_supported.clone();
+        all.extend(self.servers.scopes().iter().filter(|s| !self.scopes_supported.contains(s)).cloned());
+        all
+    }
+
     pub fn issuer(&self) -> &str {
         &self.issuer
     }

@@ -375,6 +375,9 @@ impl Settings {
             }
         }
         prefixes::check(&self.upstreams).map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
+        if self.servers.len() > servers::MAX_SERVERS {
+            return invalid("servers", &format!("at most {} virtual servers", servers::MAX_SERVERS));
+        }
         for (name, server) in &self.servers {
             server.validate(name, &self.server.mcp_path, &self.servers).map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
         }

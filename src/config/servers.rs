@@ -22,6 +22,12 @@ const RESERVED: [&str; 6] = ["/sse", "/messages", "/.well-known", "/oauth", "/he
 /// Longest path and most selectors or overrides: operator input, but also admin API input.
 const MAX_PATH: usize = 200;
 const MAX_ENTRIES: usize = 1000;
+/// Longest selector (a glob's cost grows with its length and the name's).
+const MAX_SELECTOR: usize = 128;
+/// Most scopes or audiences of one server (the verifier reads the audiences on every token).
+const MAX_SCOPES: usize = 32;
+/// Most virtual servers in all, settings and admin API together.
+pub const MAX_SERVERS: usize = 200;
 
 /// One virtual server.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -115,6 +121,9 @@ impl VirtualServerSettings {
                 return Err((key(field), format!("at most {MAX_ENTRIES} selectors")));
             }
             for raw in list {
+                if raw.len() > MAX_SELECTOR {
+                    return Err((key(field), format!("a selector has at most {MAX_SELECTOR} characters")));
+                }
                 Selector::parse(raw).map_err(|why| (key(field), why))?;
             }
         }
@@ -131,10 +140,24 @@ impl VirtualServerSettings {
             }
         }
         self.check_served_names().map_err(|(k, why)| (key(&k), why))?;
-        for scope in self.scopes.iter().chain(&self.audiences) {
-            if scope.trim().is_empty() || scope.contains(char::is_whitespace) {
-                return Err((key("scopes"), format!("{scope:?}: scopes and audiences are non-empty and hold no spaces")));
-            }
+        if self.scopes.len() > MAX_SCOPES || self.audiences.len() > MAX_SCOPES {
+            return Err((key("scopes"), format!("at most {MAX_SCOPES} scopes and {MAX_SCOPES} audiences")));
+        }
+        // RFC 6749 §3.3 scope tokens: they go into a WWW-Authenticate challenge as they are.
+        let scope_token = |s: &str| {
+            !s.is_empty() && s.len() <= 200 && s.bytes().all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b))
+        };
+        if let Some(bad) = self.scopes.iter().find(|s| !scope_token(s)) {
+            return Err((key("scopes"), format!("{bad:?} is not a scope: use printable ASCII without spaces, '\"' or '\\'")));
+        }
+        if let Some(bad) = self.audiences.iter().find(|a| a.len() > 500 || url::Url::parse(a).is_err()) {
+            return Err((
+                key("audiences"),
+                format!("{bad:?} is not an absolute URI (e.g. api://toolgate-data or https://mcp.example.com/teams/data/mcp)"),
+            ));
+        }
+        if self.title.as_deref().is_some_and(|t| t.len() > 200) || self.instructions.as_deref().is_some_and(|i| i.len() > 16 * 1024) {
+            return Err((key("title"), "a title has at most 200 bytes and instructions at most 16 KiB".into()));
         }
         Ok(())
     }
@@ -152,7 +175,7 @@ impl VirtualServerSettings {
                     format!("the tools {first:?} and {tool:?} would both be served as {new:?}; give one of them another name"),
                 ));
             }
-            let selected_as_is = self.tools.iter().any(|t| t == new) && !self.overrides.get(new).is_some_and(|o| o.name.is_some());
+            let selected_as_is = self.tools.iter().any(|t| t == new) && self.overrides.get(new).is_none_or(|o| o.name.is_none());
             if selected_as_is && new != tool {
                 return Err((
                     format!("overrides.{tool}.name"),
@@ -223,7 +246,7 @@ mod tests {
         let mut all = BTreeMap::new();
         all.insert("a".to_owned(), server("/x/mcp"));
         all.insert("b".to_owned(), server("/x/mcp"));
-        let (key, why) = all["b"].validate("b", "/mcp", &all).unwrap_err();
+        let (key, why) = all["b"].validate("b", "/mcp", &all).expect_err("refused");
         assert_eq!(key, "servers.b.path");
         assert!(why.contains("servers.a.path"), "{why}");
     }
@@ -233,7 +256,7 @@ mod tests {
         let mut s = server("/x/mcp");
         s.overrides.insert("a".into(), ServedAs { name: Some("n".into()), ..Default::default() });
         s.overrides.insert("b".into(), ServedAs { name: Some("n".into()), ..Default::default() });
-        let (key, why) = s.validate("x", "/mcp", &BTreeMap::new()).unwrap_err();
+        let (key, why) = s.validate("x", "/mcp", &BTreeMap::new()).expect_err("refused");
         assert_eq!(key, "servers.x.overrides.b.name");
         assert!(why.contains("\"a\"") && why.contains("\"b\""), "{why}");
     }
@@ -243,7 +266,7 @@ mod tests {
         let mut s = server("/x/mcp");
         s.tools = vec!["search".into()];
         s.overrides.insert("wiki_search".into(), ServedAs { name: Some("search".into()), ..Default::default() });
-        let (key, why) = s.validate("x", "/mcp", &BTreeMap::new()).unwrap_err();
+        let (key, why) = s.validate("x", "/mcp", &BTreeMap::new()).expect_err("refused");
         assert_eq!(key, "servers.x.overrides.wiki_search.name");
         assert!(why.contains("overrides.search.name"), "{why}");
     }

@@ -200,7 +200,12 @@ impl McpServer {
                 let mrtr = match era {
                     Era::Modern => {
                         let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
-                        Some(Arc::new(self.state_signer.prepare(params, &format!("tools/call:{name}"))?))
+                        // Bound to the endpoint too: the same name on two servers may be two tools.
+                        let scope = match ctx.caller.server_name() {
+                            None => format!("tools/call:{name}"),
+                            Some(server) => format!("tools/call:{server}/{name}"),
+                        };
+                        Some(Arc::new(self.state_signer.prepare(params, &scope)?))
                     }
                     Era::Legacy => None,
                 };

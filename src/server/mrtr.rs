@@ -98,7 +98,7 @@ impl StateSigner {
             Some(Value::String(token)) => Some(self.verify(scope, token)?),
             Some(_) => return Err(RpcError::invalid_params("requestState must be the string the server returned")),
         };
-        Ok(crate::tool::Mrtr { responses, state, ..Default::default() })
+        Ok(crate::tool::Mrtr { scope: scope.to_owned(), responses, state, ..Default::default() })
     }
 }
 

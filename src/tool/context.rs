@@ -163,6 +163,8 @@ impl ClientChannel for NoClient {
 /// echoed, and what the tool asks for next.
 #[derive(Debug, Default)]
 pub(crate) struct Mrtr {
+    /// What the state is bound to (method, endpoint and name): the next state is signed for it.
+    pub scope: String,
     pub responses: Map<String, Value>,
     pub state: Option<Value>,
     pub requests: Mutex<Map<String, Value>>,

@@ -37,6 +37,8 @@ pub struct RegisteredTool {
     pub(crate) header_params: Vec<(String, String)>,
     /// This tool's metric handles, resolved on its first call.
     metrics: std::sync::OnceLock<crate::metrics::ToolMetrics>,
+    /// Unique to this compiled entry: a changed tool is a new entry with a new serial.
+    pub serial: u64,
 }
 
 impl std::fmt::Debug for RegisteredTool {
@@ -74,6 +76,7 @@ impl RegisteredTool {
             canonical: None,
             header_params,
             metrics: std::sync::OnceLock::new(),
+            serial: next_serial(),
         })
     }
 
@@ -119,13 +122,15 @@ pub struct ToolSet {
     index: HashMap<String, usize>,
     /// Whether any tool requires scopes of its own (lists then differ per caller).
     scoped: bool,
+    /// Grows with every set the registry publishes: a later snapshot has a larger one.
+    pub generation: u64,
 }
 
 impl ToolSet {
     fn from_sorted(tools: Vec<Arc<RegisteredTool>>) -> Self {
         let index = tools.iter().enumerate().map(|(i, t)| (t.name().to_owned(), i)).collect();
         let scoped = tools.iter().any(|t| !t.tool.opts.scopes.is_empty());
-        Self { tools, index, scoped }
+        Self { tools, index, scoped, generation: next_serial() }
     }
 
     /// A set of the given tools (any order; a later tool of an earlier one's name replaces it).
@@ -201,6 +206,14 @@ impl std::fmt::Display for SyncReport {
 type Withdrawn = (Vec<Arc<RegisteredTool>>, String);
 /// Tools one source lists but may not serve, each with why.
 type Held = Vec<(Arc<RegisteredTool>, String)>;
+
+/// Numbers every compiled tool and every published set, never reused: what a virtual server's
+/// view compares (an address could be reused once the old entry is freed).
+static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn next_serial() -> u64 {
+    SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
 
 /// The live registry.
 pub struct ToolRegistry {

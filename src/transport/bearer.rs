@@ -162,7 +162,11 @@ fn for_endpoint(principal: crate::principal::Principal, server: Option<&VirtualS
     }
     let missing = server.map(|s| s.missing_scopes(&principal)).unwrap_or_default();
     if !missing.is_empty() {
-        return Err(Refusal::InsufficientScope(missing));
+        // As for the other scopes: what the token holds and what it lacks, so a client
+        // that asks for exactly these keeps the scopes it had.
+        let mut needed: Vec<String> = principal.scopes.iter().cloned().collect();
+        needed.extend(missing);
+        return Err(Refusal::InsufficientScope(needed));
     }
     Ok(principal)
 }

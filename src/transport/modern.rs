@@ -262,7 +262,12 @@ async fn listen(app: &McpState, req: &Request, caller: &crate::caller::Caller, t
         Err(refused) => return super::refusal::http(app, &refused, Some(&req.id)),
     };
     let server = &app.server;
-    let mut filter = Filter::parse(notifications, server.prompts.is_offered(), server.resources.is_offered());
+    // A virtual server offers prompts and resources only when it selects some.
+    let (prompts, resources) = match &caller.server {
+        None => (true, true),
+        Some(vs) => (vs.has_prompts(), vs.has_resources()),
+    };
+    let mut filter = Filter::parse(notifications, prompts && server.prompts.is_offered(), resources && server.resources.is_offered());
     filter.task_ids = task_ids;
     let meta = json!({ "io.modelcontextprotocol/subscriptionId": req.id });
     let mut ack = Map::new();

@@ -73,6 +73,10 @@ impl VirtualServer {
             return v;
         }
         let built = Arc::new(view::build(&self.name, &self.settings, &self.tools, registry.clone()));
+        // A caller holding an older snapshot gets a view of it, but never replaces a newer one.
+        if self.view.load().as_ref().is_some_and(|v| v.source.generation > registry.generation) {
+            return built;
+        }
         for collision in &built.collisions {
             tracing::warn!(server = %self.name, %collision, "tool not served on a virtual server");
         }
@@ -85,6 +89,11 @@ impl VirtualServer {
     pub fn selects(&self, tool: &crate::tool::RegisteredTool) -> bool {
         let entry = Entry { name: tool.name(), origin: tool.tool.origin().as_str(), upstream: tool.tool.upstream() };
         self.settings.overrides.contains_key(tool.name()) || self.tools.matches(&entry)
+    }
+
+    /// Whether this server serves the tool of that name (at the default endpoint) under another.
+    pub fn renames(&self, name: &str) -> bool {
+        self.settings.overrides.get(name).and_then(|o| o.name.as_deref()).is_some_and(|n| n != name)
     }
 
     /// The name the default endpoint serves a tool under that this server serves as `served`:
@@ -139,6 +148,17 @@ impl VirtualServer {
     }
 }
 
+/// What a server's path is appended to for its resource: `auth.resource` without the default
+/// endpoint's path (`https://gw/prefix/mcp` → `https://gw/prefix`, for a proxy that serves
+/// toolgate under a path prefix), else its origin.
+fn resource_base(resource: &str, mcp_path: &str) -> String {
+    let trimmed = resource.trim_end_matches('/');
+    match trimmed.strip_suffix(mcp_path) {
+        Some(base) if url::Url::parse(base).is_ok() => base.to_owned(),
+        _ => url::Url::parse(resource).map(|u| u.origin().ascii_serialization()).unwrap_or_default(),
+    }
+}
+
 /// Every virtual server, by name and by path; replaced whole when the settings or the stored
 /// definitions change.
 #[derive(Debug)]
@@ -152,15 +172,15 @@ pub struct VirtualServers {
     revisions: Mutex<BTreeMap<String, i64>>,
     /// Serializes reloads of the stored definitions (`stored.rs`).
     reloading: tokio::sync::Mutex<()>,
-    /// The origin of `auth.resource` (`None` with auth off): each server's resource is it with
-    /// the server's path.
+    /// `auth.resource` without the default endpoint's path (`None` with auth off): each
+    /// server's resource is it with the server's path.
     origin: Option<String>,
     audiences: Arc<ServerAudiences>,
 }
 
 impl VirtualServers {
     pub fn new(settings: &crate::config::Settings) -> Self {
-        let origin = settings.auth.resource.as_deref().and_then(|r| url::Url::parse(r).ok()).map(|u| u.origin().ascii_serialization());
+        let origin = settings.auth.resource.as_deref().map(|r| resource_base(r, &settings.server.mcp_path));
         let me = Self {
             current: ArcSwap::from_pointee(BTreeMap::new()),
             configured: settings.servers.clone(),
@@ -199,6 +219,7 @@ impl VirtualServers {
         self.audiences.set(
             next.values().flat_map(|s| s.audiences().map(str::to_owned)).collect(),
             next.values().filter_map(|s| s.resource.clone()).collect(),
+            next.values().flat_map(|s| s.settings.scopes.iter().cloned()).collect(),
         );
         self.current.store(Arc::new(next));
     }
@@ -230,5 +251,17 @@ impl VirtualServers {
             }
         }
         changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resource_base;
+
+    #[test]
+    fn a_servers_resource_keeps_the_prefix_the_default_endpoints_has() {
+        assert_eq!(resource_base("https://gw.example/mcp", "/mcp"), "https://gw.example");
+        assert_eq!(resource_base("https://gw.example/toolgate/mcp", "/mcp"), "https://gw.example/toolgate");
+        assert_eq!(resource_base("https://gw.example/other", "/mcp"), "https://gw.example");
     }
 }

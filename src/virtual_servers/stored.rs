@@ -38,6 +38,10 @@ impl VirtualServers {
         })?;
         let mut all: BTreeMap<String, VirtualServerSettings> =
             self.current.load().iter().map(|(n, s)| (n.to_string(), s.settings.clone())).collect();
+        if !all.contains_key(name) && all.len() >= crate::config::servers::MAX_SERVERS {
+            let message = format!("there are already {} virtual servers, the most toolgate serves", all.len());
+            return Err(Refusal::Invalid { field: "definition".into(), message });
+        }
         all.insert(name.to_owned(), settings.clone());
         settings.validate(name, &self.mcp_path, &all).map_err(|(key, message)| Refusal::Invalid {
             field: key.strip_prefix(&format!("servers.{name}.")).unwrap_or(&key).to_owned(),

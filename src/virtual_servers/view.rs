@@ -58,16 +58,19 @@ pub(super) fn build(name: &str, settings: &VirtualServerSettings, selection: &Se
             },
         };
         let renamed = over.is_some_and(|o| o.name.is_some());
-        // What a client sees changes when the tool does (its entry is replaced in the registry
-        // only then) or when its override does.
-        (served.name(), Arc::as_ptr(&tool.listing) as usize, over.map(|o| format!("{o:?}"))).hash(&mut digest);
+        // What a client sees changes when the tool does (its entry, and so its serial, is
+        // replaced in the registry only then) or when its override does.
+        (served.name(), tool.serial, over.map(|o| format!("{o:?}"))).hash(&mut digest);
         match chosen.entry(served.name().to_owned()) {
             Slot::Vacant(v) => {
                 v.insert((served, renamed));
             }
             Slot::Occupied(mut o) => {
-                // A tool under its own name keeps it; the one an override renamed onto it is left out.
-                let (kept, left) = if o.get().1 && !renamed { (served, o.get().0.clone()) } else { (o.get().0.clone(), served) };
+                // The operator's override wins the name it gives: a tool that arrives later under
+                // that name (through a glob, `source:` or `upstream:` selector) is left out, so
+                // what a name on this server calls never changes behind the operator's back.
+                // (Two overrides giving one name are refused with the settings.)
+                let (kept, left) = if renamed { (served, o.get().0.clone()) } else { (o.get().0.clone(), served) };
                 collisions.push(format!(
                     "{} from {} and {} from {} would both be served as {:?} on the server {name}, so {} is left out: give one of them another name (servers.{name}.overrides.<tool>.name) or change the selectors (servers.{name}.tools)",
                     left.canonical_name(),

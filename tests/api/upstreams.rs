@@ -342,6 +342,8 @@ fn the_readmes_upstream_example_is_valid_configuration() {
 fn the_example_configurations_upstream_block_is_valid_when_uncommented() {
     let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/config/toolgate.example.toml")).expect("example");
     let (before, block) = example.split_once("# [upstreams.everything]").expect("the upstream example");
+    // Up to the next section of the file.
+    let block = block.split("\n# ---- ").next().unwrap_or(block);
     let uncommented: String = block.lines().map(|l| l.strip_prefix("# ").unwrap_or(l)).collect::<Vec<_>>().join("\n");
     let settings = load(&format!("{before}[upstreams.everything]{uncommented}\n")).expect("the uncommented example loads");
     let everything = &settings.upstreams["everything"];

@@ -204,7 +204,7 @@ async fn a_servers_own_scopes_are_required_there_and_named_in_the_refusal() {
     let res = modern_to(&s, OPS, "tools/list", json!({}), &[("authorization", &without)]).await;
     assert_eq!(res.status(), 403);
     let challenge = res.headers()["www-authenticate"].to_str().expect("ascii").to_owned();
-    assert!(challenge.contains(r#"scope="team:ops""#), "{challenge}");
+    assert!(challenge.contains(r#"error="insufficient_scope", scope="mcp:tools team:ops""#), "{challenge}");
     let with = format!("Bearer {}", token_for(&idp, &format!("{ORIGIN}{OPS}"), "mcp:tools team:ops"));
     assert_eq!(modern_to(&s, OPS, "tools/list", json!({}), &[("authorization", &with)]).await.status(), 200);
 }
@@ -276,4 +276,49 @@ async fn a_call_at_a_virtual_server_is_audited_with_the_servers_name_and_the_nam
     let records = toolgate::audit::query(&store, &Default::default()).await.expect("query");
     let call = records.iter().find(|r| r.tool.as_deref() == Some("say")).expect("the call's record");
     assert_eq!(call.server.as_deref(), Some("data"));
+}
+
+#[test]
+fn the_example_configurations_server_block_is_valid_when_uncommented() {
+    let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/config/toolgate.example.toml")).expect("example");
+    let (before, block) = example.split_once("# [servers.data]").expect("the server example");
+    let block = block.split("\n# ---- ").next().unwrap_or(block);
+    let uncommented: String = block.lines().map(|l| l.strip_prefix("# ").unwrap_or(l)).collect::<Vec<_>>().join("\n");
+    let settings = crate::common::load_toml(&format!("{before}[servers.data]{uncommented}\n")).expect("the uncommented example loads");
+    let data = &settings.servers["data"];
+    assert_eq!(data.path, "/teams/data/mcp");
+    assert_eq!(data.overrides["echo"].name.as_deref(), Some("say"));
+}
+
+#[tokio::test]
+async fn a_tool_arriving_later_under_a_name_an_override_gave_does_not_take_it() {
+    let s = TestServer::with(|c| {
+        let mut team = VirtualServerSettings { path: DATA.into(), tools: vec!["*".into()], ..Default::default() };
+        team.overrides.insert("echo".into(), ServedAs { name: Some("search".into()), ..Default::default() });
+        c.servers.insert("team".into(), team);
+    })
+    .await;
+    let newcomer = toolgate::tool::Tool::builder("search", "A tool that arrived later")
+        .handler(|_| async { Ok::<_, toolgate::tool::ToolError>(toolgate::protocol::CallToolResult::text("newcomer")) });
+    s.state().server.tools.upsert(newcomer).expect("registered");
+    let res = modern_to(&s, DATA, "tools/call", json!({"name": "search", "arguments": {"text": "mine"}}), &[]).await;
+    let body = response_json(res).await;
+    assert_eq!(body["result"]["content"][0]["text"], "mine", "the operator's search is still echo: {body}");
+    let detail: Value = s.client.get(s.admin_url("/admin/servers/team")).send().await.expect("sent").json().await.expect("json");
+    let collisions = detail["collisions"].as_array().expect("collisions");
+    assert!(
+        collisions.iter().any(|c| c.as_str().is_some_and(|c| c.contains("search from the built-in tools") && c.contains("echo"))),
+        "{detail}"
+    );
+}
+
+#[tokio::test]
+async fn the_admin_api_refuses_a_token_issued_for_a_virtual_server() {
+    let idp = Issuer::start().await;
+    let s = TestServer::with(secured(&idp)).await;
+    let for_data = token_for(&idp, &format!("{ORIGIN}{DATA}"), "toolgate:admin mcp:tools");
+    let res = s.client.get(s.admin_url("/admin/servers")).bearer_auth(&for_data).send().await.expect("sent");
+    assert_eq!(res.status(), 401);
+    let for_default = idp.token("alice", "toolgate:admin");
+    assert_eq!(s.client.get(s.admin_url("/admin/servers")).bearer_auth(&for_default).send().await.expect("sent").status(), 200);
 }

@@ -103,7 +103,8 @@ async fn settings_that_would_serve_two_tools_under_one_name_stop_start_up_naming
         toolgate::config::servers::VirtualServerSettings { path: "/t/mcp".into(), tools: vec!["*".into()], ..Default::default() };
     team.overrides.insert("echo".into(), toolgate::config::servers::ServedAs { name: Some("calculate_sum".into()), ..Default::default() });
     settings.servers.insert("team".into(), team);
-    let err = toolgate::app::AppState::new(settings).await.err().expect("refused").to_string();
+    let Err(err) = toolgate::app::AppState::new(settings).await else { panic!("start-up was not refused") };
+    let err = err.to_string();
     assert!(err.contains("servers.team.overrides") && err.contains("echo from the built-in tools"), "{err}");
 }
 

@@ -200,7 +200,7 @@ done
 # ops requires its own scope: 403 naming it.
 status="$(post_init "$OPS_URL" headers-ops-unscoped "$TOKEN_OPS_UNSCOPED")" || status="curl failed"
 challenge="$(challenge_of headers-ops-unscoped)"
-if [ "$status" = 403 ] && [[ "$challenge" == *'scope="team:ops'* ]]; then
+if [ "$status" = 403 ] && [[ "$challenge" == *'scope="mcp:tools team:ops"'* ]]; then
   record "curl: a token for ops without team:ops is 403 naming the scope" 0
 else
   log "a token for ops without team:ops: status $status, $challenge"

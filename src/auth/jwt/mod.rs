@@ -478,9 +478,9 @@ fn principal_from(claims: Claims, issuer: &Issuer, servers: &super::ServerAudien
         default_audience: false,
         server_audiences: Vec::new(),
     };
-    servers
-        .classify(aud.values(), &issuer.audiences, &mut principal)
-        .map_err(|()| TokenError::invalid("token audience does not include this resource"))?;
+    if !servers.classify(aud.values(), &issuer.audiences, &mut principal) {
+        return Err(TokenError::invalid("token audience does not include this resource"));
+    }
     Ok(principal)
 }
 

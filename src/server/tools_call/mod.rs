@@ -191,9 +191,7 @@ impl McpServer {
         let Some(tool) = tool.filter(|t| self.may_use(t, ctx)) else {
             if report.tool.is_some() {
                 report.outcome = Outcome::Denied;
-            } else if let Some((tool, reason)) =
-                self.tools.withdrawn(name).filter(|(t, _)| self.may_use(t, ctx) && ctx.caller.server.as_ref().is_none_or(|s| s.selects(t)))
-            {
+            } else if let Some((tool, reason)) = self.withdrawn_here(name, ctx) {
                 report.tool = Some(tool);
                 let message = format!("The tool {name} is unavailable for now: {reason}. Try again shortly.");
                 return Err(result::to_value(CallToolResult::error(message)));
@@ -249,6 +247,17 @@ impl McpServer {
 
     /// The modern answer for work that needs client input first (MRTR): the input requests
     /// and, when the handler set one, the signed state for the retry.
+    /// A tool withdrawn for now (its upstream is away) that this endpoint serves as `name`.
+    fn withdrawn_here(&self, name: &str, ctx: &RequestCtx) -> Option<(Arc<RegisteredTool>, String)> {
+        let lookup = match &ctx.caller.server {
+            None => name.to_owned(),
+            // A renamed tool is known here by its new name only.
+            Some(server) if server.renames(name) => return None,
+            Some(server) => server.canonical_name(name),
+        };
+        self.tools.withdrawn(&lookup).filter(|(t, _)| self.may_use(t, ctx) && ctx.caller.server.as_ref().is_none_or(|s| s.selects(t)))
+    }
+
     pub(super) fn input_required(&self, mrtr: Option<&Mrtr>, scope: &str) -> Answer {
         let Some(mrtr) = mrtr else {
             tracing::error!(scope, "input required outside a modern request");
@@ -257,6 +266,8 @@ impl McpServer {
         let requests = std::mem::take(&mut *mrtr.requests.lock());
         let mut result = json!({ "resultType": "input_required", "inputRequests": requests });
         if let Some(state) = mrtr.next_state.lock().take() {
+            // Signed for what the request's own state was checked against (its endpoint too).
+            let scope = if mrtr.scope.is_empty() { scope } else { mrtr.scope.as_str() };
             result["requestState"] = json!(self.state_signer.sign(scope, &state));
         }
         Ok(result)
