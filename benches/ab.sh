@@ -8,7 +8,9 @@
 # Each binary gets its own config (an older build refuses newer keys), e.g. the commit's own
 # benches/config/core.toml (`git show REV:benches/config/core.toml > /tmp/core-old.toml`).
 # Environment: PROTO [2025-11-25], CONNS [64], DURATION [8], WARMUP [2], TOKEN (bearer, for a
-# config with authentication), BENCH_HOME [/tmp/mcp-bench].
+# config with authentication), BENCH_HOME [/tmp/mcp-bench], PATH_A and PATH_B [/mcp]: the endpoint
+# each side is loaded at (a virtual server's path against /mcp, with the same binary and a config
+# that defines the server: benches/config/virtual.toml).
 set -uo pipefail
 
 [[ $# -ge 4 ]] || { sed -n '2,12s/^# \{0,1\}//p' "$0" >&2; exit 2; }
@@ -19,7 +21,7 @@ MCPLOAD=${BENCH_HOME:-/tmp/mcp-bench}/target/release/mcpload
 PORT=18811
 pin() { if [[ $(nproc) -ge 2 ]]; then taskset -c "$1" "${@:2}"; else "${@:2}"; fi; }
 
-# one BIN CONFIG LABEL: prints the requests per second of one run
+# one BIN CONFIG LABEL PATH: prints the requests per second of one run
 one() {
   local data pid rps
   data=$(mktemp -d)
@@ -37,7 +39,7 @@ one() {
   # The server that answers must be ours, and alive.
   if ! kill -0 "$pid" 2>/dev/null; then echo "ab.sh: $1 exited at start:" >&2; tail -3 "$data/server.log" >&2; rm -rf "$data"; echo 0; return; fi
   echo "  [$3 pid $pid $(cat /proc/$pid/comm) on CPU $(taskset -cp $pid 2>/dev/null | awk '{print $NF}')]" >&2
-  rps=$(pin "${LOADGEN_CPU:-0}" "$MCPLOAD" load --url "http://127.0.0.1:$PORT/mcp" --proto "$PROTO" --conns "$CONNS" \
+  rps=$(pin "${LOADGEN_CPU:-0}" "$MCPLOAD" load --url "http://127.0.0.1:$PORT$4" --proto "$PROTO" --conns "$CONNS" \
     --duration "$DURATION" --warmup "$WARMUP" --pid "$pid" --label "$3" --round 1 --out "$data/out.json" ${TOKEN:+--token "$TOKEN"} 2>&1 |
     awk '/req\/s/ {print "  [" $0 "]" > "/dev/stderr"; print $3; exit}')  # the mcpload line (err=, cpu) kept in the log
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
@@ -51,7 +53,7 @@ one() {
 ratios=()
 for r in $(seq "$ROUNDS"); do
   # Alternate which goes first, so neither always follows the other.
-  if (( r % 2 )); then a=$(one "$BIN_A" "$CFG_A" a); b=$(one "$BIN_B" "$CFG_B" b); else b=$(one "$BIN_B" "$CFG_B" b); a=$(one "$BIN_A" "$CFG_A" a); fi
+  if (( r % 2 )); then a=$(one "$BIN_A" "$CFG_A" a "${PATH_A:-/mcp}"); b=$(one "$BIN_B" "$CFG_B" b "${PATH_B:-/mcp}"); else b=$(one "$BIN_B" "$CFG_B" b "${PATH_B:-/mcp}"); a=$(one "$BIN_A" "$CFG_A" a "${PATH_A:-/mcp}"); fi
   ratio=$(python3 -c "print(f'{$b / $a:.3f}' if $a else 'n/a')")
   ratios+=("$ratio")
   echo "round $r: A $a req/s, B $b req/s, B/A $ratio"
