@@ -322,3 +322,42 @@ async fn the_admin_api_refuses_a_token_issued_for_a_virtual_server() {
     let for_default = idp.token("alice", "toolgate:admin");
     assert_eq!(s.client.get(s.admin_url("/admin/servers")).bearer_auth(&for_default).send().await.expect("sent").status(), 200);
 }
+
+/// A 2026-07-28 request with the tasks extension declared, to `path`, with a bearer token.
+async fn task_rpc(s: &TestServer, path: &str, method: &str, mut params: Value, bearer: &str) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": crate::common::tasks::opted_in(),
+    });
+    let name = params.get("name").or_else(|| params.get("taskId")).and_then(Value::as_str).map(str::to_owned).unwrap_or_default();
+    let headers = [("mcp-protocol-version", MODERN), ("mcp-method", method), ("mcp-name", name.as_str()), ("authorization", bearer)];
+    response_json(post_to(s, path, &json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}), &headers).await).await
+}
+
+#[tokio::test]
+async fn a_task_created_at_a_virtual_server_runs_there_and_is_unknown_at_another_endpoint() {
+    let idp = Issuer::start().await;
+    let s = TestServer::with(|c| {
+        idp.trust(c);
+        c.servers.insert("data".into(), VirtualServerSettings { path: DATA.into(), tools: vec!["slow".into()], ..Default::default() });
+    })
+    .await;
+    crate::common::tasks::install(&s);
+    let for_data = format!("Bearer {}", token_for(&idp, &format!("{ORIGIN}{DATA}"), "mcp:tools"));
+    let created = task_rpc(&s, DATA, "tools/call", json!({"name": "slow", "arguments": {"ms": 10}}), &for_data).await;
+    let id = created["result"]["taskId"].as_str().unwrap_or_else(|| panic!("a task: {created}")).to_owned();
+    let mut status = Value::Null;
+    for _ in 0..100 {
+        let got = task_rpc(&s, DATA, "tasks/get", json!({"taskId": id}), &for_data).await;
+        status = got["result"]["status"].clone();
+        if status != "working" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(status, "completed");
+    let for_default = format!("Bearer {}", idp.token("alice", "mcp:tools"));
+    let elsewhere = task_rpc(&s, "/mcp", "tasks/get", json!({"taskId": id}), &for_default).await;
+    assert!(elsewhere.get("error").is_some(), "the same user's task of another endpoint is unknown here: {elsewhere}");
+}
