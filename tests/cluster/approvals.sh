@@ -26,7 +26,7 @@
 # status 0 only if M is 0. Everything it started is stopped and the database dropped on every
 # exit. Needs Postgres (trust auth, user postgres), nginx (on PATH, /usr/sbin, or Debian's package
 # unpacked into ~/.cache/toolgate-cluster as tests/cluster/topology.sh does), python3, and the
-# py-mcp1 client of tests/e2e/setup.sh. About 30 s after the build.
+# py-mcp1 client of tests/e2e/setup.sh. About 10 s after the build.
 #
 #   tests/cluster/approvals.sh [--replicas N] [--break nothing-approved|approval-off]
 #
