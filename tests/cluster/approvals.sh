@@ -20,7 +20,8 @@
 #     every replica then lists the new echo; nothing is pending, the change is the approved echo
 #   - nginx sent the driver's listings to every replica (its access log)
 #   - the shared database: one baseline for fx, echo stored twice (the pinned version superseded,
-#     the change approved by the admin token's subject); every replica still healthy
+#     the change approved by the admin token's subject); the approval audited once, by replica-2,
+#     naming who approved it; every replica still healthy
 #
 # Prints PASS/FAIL per check; the last line is `cluster approvals: N passed, M failed`, exit
 # status 0 only if M is 0. Everything it started is stopped and the database dropped on every
@@ -299,6 +300,11 @@ out="$(sql "SELECT (SELECT count(*) FROM catalog_baselines WHERE source = 'fx') 
 rc=0
 [ "$out" = "1 baseline; echo: superseded by toolgate: first listing pinned, approved by approvals-admin-$RUN_ID" ] || rc=1
 record "the shared database: one baseline for fx; echo pinned, then superseded by the change the admin approved — $out" "$rc"
+out="$(sql "SELECT string_agg(replica_id || ' ' || kind || ' ' || outcome || ' ' || coalesce(subject, '-') || ': ' || detail, ' | ')
+    FROM audit_log WHERE detail LIKE '% the tool echo of upstream fx %'" 2>&1)" || true
+rc=0
+[[ "$out" == "replica-2 "*" approvals-admin-$RUN_ID: approved the tool echo of upstream fx (fingerprint "* ]] && [[ "$out" != *" | "* ]] || rc=1
+record "the approval audited once, by replica-2, with who approved it — ${out:-none}" "$rc"
 alive=0
 for ((i = 0; i < REPLICAS; i++)); do kill -0 "${PIDS[$i]}" 2>/dev/null && healthy "${RPORTS[$i]}" && alive=$((alive + 1)); done
 rc=0
