@@ -69,6 +69,8 @@ else
   tests/cluster/topology.sh
   step "tests/cluster/signin.sh (sign-in through toolgate's authorization server, 3 replicas behind nginx)"
   tests/cluster/signin.sh
+  step "tests/cluster/approvals.sh (a rug pull held, then approved through one replica: live on 3 replicas behind nginx)"
+  tests/cluster/approvals.sh
   # The benchmark's smoke test: every step of benches/run.sh at tiny sizes, with toolgate and two
   # of the peers from ../shared/bench. It fails on errors, never on a slow figure (BENCHMARKS.md).
   step "benches/run.sh --short (benchmark smoke test)"

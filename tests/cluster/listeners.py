@@ -77,7 +77,8 @@ class GetWatcher(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-async def sdk_listener(stack: AsyncExitStack, url: str, listener: Listener) -> None:
+async def sdk_listener(stack: AsyncExitStack, url: str, listener: Listener) -> ClientSession:
+    """Opens a legacy SDK session on `url` whose GET stream feeds `listener`; returns the session."""
     async def on_message(message: Any) -> None:
         if getattr(getattr(message, "root", message), "method", None) == "notifications/tools/list_changed":
             listener.arrivals.append(time.monotonic())
@@ -93,6 +94,7 @@ async def sdk_listener(stack: AsyncExitStack, url: str, listener: Listener) -> N
                       client_info=types.Implementation(name="toolgate-cluster-listener", version=SDK_VERSION))
     )
     await session.initialize()
+    return session
 
 
 async def modern_listener(http: Any, url: str, listener: Listener) -> None:
