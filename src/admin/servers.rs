@@ -71,10 +71,7 @@ pub async fn put(
     JsonBody(body): JsonBody,
 ) -> Result<Response, Problem> {
     app.server.servers.check(&name, &body, &app.server.tools.snapshot()).map_err(|e| refusal(&name, e))?;
-    let expected = match if_match {
-        IfMatch::Never => Some(0),
-        other => other.expected(),
-    };
+    let expected = if_match.expected();
     let (stored, created) =
         definitions::put(&app.store, Table::Servers, &name, &body, expected, actor.subject()).await.map_err(|e| write_problem(&name, e))?;
     let verb = if created { "created" } else { "replaced" };
@@ -97,10 +94,7 @@ pub async fn delete(State(app): State<AdminState>, ToolName(name): ToolName, if_
     if app.server.servers.is_configured(&name) {
         return Err(refusal(&name, Refusal::DefinedInSettings(name.clone())));
     }
-    let expected = match if_match {
-        IfMatch::Never => Some(0),
-        other => other.expected(),
-    };
+    let expected = if_match.expected();
     let deleted = definitions::delete(&app.store, Table::Servers, &name, expected).await.map_err(|e| write_problem(&name, e))?;
     applied(&app, &actor, &name, format!("deleted virtual server {name} (revision {})", deleted.revision)).await;
     Ok(StatusCode::NO_CONTENT.into_response())

@@ -47,10 +47,7 @@ pub async fn put(
         tokio::task::spawn_blocking(move || upstreams.check(&name, &body).map(drop)).await
     };
     checked.map_err(|_| Problem::new(Kind::Internal, "the definition could not be checked"))?.map_err(|e| refusal(&name, e))?;
-    let expected = match if_match {
-        IfMatch::Never => Some(0),
-        other => other.expected(),
-    };
+    let expected = if_match.expected();
     let (stored, created) = db::put(&app.store, &name, &body, expected, actor.subject()).await.map_err(|e| write_problem(&name, e))?;
     let verb = if created { "created" } else { "replaced" };
     applied(&app, &actor, &name, format!("{verb} upstream {name} (revision {})", stored.revision)).await;
@@ -67,10 +64,7 @@ pub async fn delete(State(app): State<AdminState>, ToolName(name): ToolName, if_
     if app.settings.upstreams.contains_key(&name) {
         return Err(refusal(&name, Refusal::DefinedInSettings(name.clone())));
     }
-    let expected = match if_match {
-        IfMatch::Never => Some(0),
-        other => other.expected(),
-    };
+    let expected = if_match.expected();
     let deleted = db::delete(&app.store, &name, expected).await.map_err(|e| write_problem(&name, e))?;
     applied(&app, &actor, &name, format!("deleted upstream {name} (revision {})", deleted.revision)).await;
     Ok(StatusCode::NO_CONTENT.into_response())
