@@ -34,5 +34,6 @@ pub mod tooldef;
 pub mod transport;
 pub mod untrusted;
 pub mod upstream;
+pub mod vault;
 pub mod virtual_servers;
 pub mod yaml;

@@ -27,6 +27,8 @@
 //! GET    /admin/overview                 key figures (requests, calls, latency, queues)
 //! GET    /admin/grants                   sign-ins granted by the built-in authorization server
 //! DELETE /admin/grants/{id}              revoke one (its refresh and access tokens)
+//! GET    /admin/connections              users' accounts at per-user upstreams (the vault)
+//! DELETE /admin/connections/{id}         revoke one
 //! GET    /admin/console[/{asset}]        the admin console (static; outside the gate, see console)
 //! ```
 //!
@@ -42,6 +44,7 @@ mod auth;
 mod catalog;
 pub mod console;
 mod extract;
+mod connections;
 mod grants;
 pub mod metrics;
 mod overview;
@@ -91,6 +94,8 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/audit", get(audit::list))
         .route("/admin/audit/export", get(audit::export))
         .route("/admin/overview", get(overview::overview))
+        .route("/admin/connections", get(connections::list))
+        .route("/admin/connections/{id}", axum::routing::delete(connections::revoke))
         .route("/admin/grants", get(grants::list))
         .route("/admin/grants/{id}", axum::routing::delete(grants::revoke))
         .fallback(not_found)

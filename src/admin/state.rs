@@ -44,6 +44,8 @@ pub struct AdminShared {
     pub metrics: PrometheusHandle,
     /// The built-in authorization server, for its grants (`/admin/grants`).
     pub authserver: Option<Arc<crate::authserver::AuthServer>>,
+    /// Users' upstream connections (`/admin/connections`), when the vault is on.
+    pub vault: Option<Arc<crate::vault::Vault>>,
 }
 
 impl AdminState {

@@ -59,7 +59,9 @@ pub fn router(state: AppState) -> Router {
     if let Some(server) = &state.authserver {
         // Outside the MCP endpoint's bearer gate: these endpoints are how a client gets a token.
         let proxies = crate::transport::client_ip::TrustedProxies::parse(&settings.trusted_proxies).unwrap_or_default();
-        public = public.merge(crate::authserver_http::router(server.clone(), proxies));
+        let upstreams = state.upstreams.clone();
+        let per_user: Arc<dyn Fn() -> Vec<String> + Send + Sync> = Arc::new(move || upstreams.per_user());
+        public = public.merge(crate::authserver_http::router(server.clone(), proxies, state.vault.clone(), per_user));
     }
     Router::new().merge(public).merge(mcp).layer(
         ServiceBuilder::new()

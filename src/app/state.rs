@@ -76,6 +76,8 @@ pub struct Shared {
     pub gate: BearerGate,
     /// toolgate's own authorization server, when `authorization_server.enabled`.
     pub authserver: Option<Arc<AuthServer>>,
+    /// Per-user upstream credentials (`[vault]`), with the authorization server.
+    pub vault: Option<Arc<crate::vault::Vault>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -141,7 +143,21 @@ impl AppState {
         definitions.load_initial().await?;
         // Checked now (a stdio program must exist and be allowed), connected in the background:
         // readiness never waits on an upstream.
-        let upstreams = Upstreams::new(settings.clone(), server.clone(), crate::approval::Approvals::new(store.clone()))?;
+        let vault = vault(&settings, &store, &audit, authserver.as_ref())?;
+        let upstreams = Upstreams::new(settings.clone(), server.clone(), crate::approval::Approvals::new(store.clone()), vault.clone())?;
+        if vault.is_some() {
+            // Weak: the upstreams hold the server already.
+            let hidden = Arc::downgrade(&upstreams);
+            server.set_hidden_upstreams(Arc::new(move |principal| {
+                let hidden = hidden.upgrade();
+                Box::pin(async move {
+                    match hidden {
+                        Some(upstreams) => upstreams.hidden_for(&principal).await,
+                        None => Vec::new(),
+                    }
+                })
+            }));
+        }
         // Those stored through the admin API too; one that no longer checks out is logged and
         // skipped, like a stored tool definition.
         upstreams.reload_stored(&store).await.map_err(|e| anyhow::Error::new(e).context("storage: cannot read upstream definitions"))?;
@@ -199,6 +215,7 @@ impl AppState {
             mcp: mcp.clone(),
             metrics: metrics.clone(),
             authserver: authserver.clone(),
+            vault: vault.clone(),
         });
         let gate = BearerGate { auth: auth.clone(), limiter: limiter.clone(), audit: audit.clone(), proxies };
         Ok(Self(Arc::new(Shared {
@@ -221,6 +238,7 @@ impl AppState {
             admin,
             gate,
             authserver,
+            vault,
         })))
     }
 }
@@ -265,6 +283,28 @@ fn authorization_server(
     };
     let server = AuthServer::new(settings.authorization_server.clone(), parts).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(Some(Arc::new(server)))
+}
+
+/// The vault of per-user upstream credentials, when it has keys and the authorization server
+/// is on (its identity provider signs users in on the connect page). Records sealed with an
+/// older key are sealed again with the current one in the background.
+fn vault(
+    settings: &Settings,
+    store: &Store,
+    audit: &Option<Arc<AuditLog>>,
+    authserver: Option<&Arc<AuthServer>>,
+) -> anyhow::Result<Option<Arc<crate::vault::Vault>>> {
+    let (false, Some(authserver)) = (settings.vault.keys.is_empty(), authserver) else { return Ok(None) };
+    let vault = crate::vault::Vault::new(&settings.vault, store.clone(), authserver.clone(), audit.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let resealing = vault.clone();
+    tokio::spawn(async move {
+        match resealing.reseal().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(records = n, "vault: records sealed with an older key were sealed again with the current one"),
+            Err(e) => tracing::warn!(error = %e, "vault: the re-seal pass did not finish; it runs again at the next start"),
+        }
+    });
+    Ok(Some(vault))
 }
 
 /// The token verifier `auth.mode` asks for (`None` when off); it also trusts the built-in

@@ -27,6 +27,10 @@ pub enum EventKind {
     /// An event of the built-in authorization server: a sign-in, consent, token issued,
     /// refresh, revocation, registration or refusal; the detail says which and why.
     Oauth,
+    /// An event of a user's connection to an upstream (`oauth.grant = "user"`): a connect
+    /// link sent (elicit), an account connected, its tokens used, refreshed or revoked, or a
+    /// failure; the detail starts with the event and the upstream's name. Never a token.
+    Connection,
 }
 
 /// How it ended.
@@ -91,6 +95,7 @@ wire_names!(EventKind {
     AdminChange => "admin_change",
     TaskChange => "task_change",
     Oauth => "oauth",
+    Connection => "connection",
 });
 
 wire_names!(Outcome {

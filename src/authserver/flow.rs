@@ -29,7 +29,7 @@ pub struct PageError {
 }
 
 impl PageError {
-    fn new(status: u16, message: impl Into<String>) -> Self {
+    pub fn new(status: u16, message: impl Into<String>) -> Self {
         Self { status, message: message.into() }
     }
 }
@@ -339,11 +339,11 @@ pub fn granted_scopes(identity: &Identity, request: &ValidRequest, client: &Clie
 
 /// The consent form's CSRF token: derived from the browser's binding cookie (HttpOnly, so a
 /// page elsewhere cannot read it) and the transaction.
-fn csrf_token(cookie: &str, tx: &str) -> String {
+pub fn csrf_token(cookie: &str, tx: &str) -> String {
     hash(&format!("csrf\u{1f}{cookie}\u{1f}{tx}"))
 }
 
-pub(super) fn constant_time_eq(a: &str, b: &str) -> bool {
+pub fn constant_time_eq(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -110,6 +110,23 @@ impl AuthServer {
     }
 
     /// Whether transaction cookies must be `Secure` (an https issuer).
+    /// Sends a browser to the identity provider for another purpose than an authorization
+    /// request (the vault's connect page, `src/vault/connect.rs`): the provider's URL with
+    /// `state`, and what [`Self::sign_in_complete`] needs.
+    pub async fn sign_in_begin(&self, state: &str) -> Result<(String, super::federation::PendingLogin), super::federation::FederationError> {
+        self.idp.begin(state).await
+    }
+
+    /// The provider's answer to [`Self::sign_in_begin`]: the user, checked as at sign-in.
+    pub async fn sign_in_complete(
+        &self,
+        pending: &super::federation::PendingLogin,
+        code: &str,
+        iss: Option<&str>,
+    ) -> Result<super::Identity, super::federation::FederationError> {
+        self.idp.complete(pending, code, iss).await
+    }
+
     pub fn secure_cookies(&self) -> bool {
         self.issuer.starts_with("https://")
     }

@@ -46,6 +46,13 @@ pub async fn callback(State(app): State<SignIn>, request: Request) -> Response {
     let get = |name: &str| params.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     let Some(state) = get("state") else { return pages::error(400, "the identity provider's answer has no state") };
     let cookie = app.cookie(request.headers());
+    if state.starts_with(crate::vault::connect::STATE_PREFIX)
+        && let Some(vault) = &app.vault
+    {
+        // A vault step signed the browser in (the connect page, the connections page).
+        let step = vault.signed_in(state, get("code"), get("error"), get("iss"), cookie.as_deref()).await;
+        return super::connect::next(&app, step);
+    }
     match app.server.callback(state, get("code"), get("error"), get("iss"), cookie.as_deref()).await {
         Ok(Next::Consent { tx }) => redirect(StatusCode::SEE_OTHER, &format!("/oauth/consent?tx={tx}")),
         Ok(Next::Client { url }) => redirect(StatusCode::SEE_OTHER, &url),
@@ -85,7 +92,7 @@ pub async fn consent_answer(State(app): State<SignIn>, request: Request) -> Resp
     }
 }
 
-fn redirect(status: StatusCode, to: &str) -> Response {
+pub(super) fn redirect(status: StatusCode, to: &str) -> Response {
     let Ok(location) = HeaderValue::from_str(to) else { return pages::error(500, "cannot redirect") };
     let mut res = status.into_response();
     res.headers_mut().insert(header::LOCATION, location);
@@ -97,7 +104,7 @@ fn redirect(status: StatusCode, to: &str) -> Response {
 /// The browser-binding cookie (CON-03): HttpOnly, SameSite=Lax (the identity provider's
 /// redirect back is a top-level GET, which Lax allows), `__Host-` and Secure on https, for
 /// as long as a transaction lives.
-fn set_cookie(app: &SignIn, res: &mut Response, value: &str) {
+pub(super) fn set_cookie(app: &SignIn, res: &mut Response, value: &str) {
     let secure = if app.server.secure_cookies() { "; Secure" } else { "" };
     let max_age = app.server.settings().transaction_ttl_secs;
     let text = format!("{}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age}{secure}", app.cookie_name());

@@ -11,10 +11,15 @@
 //! POST /oauth/register                           dynamic registration, when enabled
 //! ```
 //!
+//! With the vault (`[vault]`), the pages where users connect their own accounts at
+//! per-user upstreams too ([`connect`]).
+//!
 //! The machine endpoints answer any origin (CORS, for browser-based clients); the browser
 //! pages answer none (OA21 §3.1). Every endpoint is rate limited per client address.
 
 mod browser;
+mod connect;
+mod connect_pages;
 mod machine;
 pub mod pages;
 
@@ -39,6 +44,10 @@ const MAX_BODY: usize = 16 * 1024;
 #[derive(Clone)]
 pub struct SignIn {
     server: Arc<AuthServer>,
+    /// Per-user upstream connections, when the vault is on.
+    vault: Option<Arc<crate::vault::Vault>>,
+    /// The upstreams with `oauth.grant = "user"`, for the connections page.
+    per_user: Arc<dyn Fn() -> Vec<String> + Send + Sync>,
     proxies: TrustedProxies,
     per_minute: Arc<DefaultKeyedRateLimiter<IpAddr>>,
     /// The token endpoint's own budget: every signed-in client refreshes there, many behind
@@ -83,6 +92,10 @@ impl SignIn {
 
     /// The browser-binding cookie's name: `__Host-` (only this origin, only https) when
     /// the issuer is https (CON-03).
+    fn per_user_upstreams(&self) -> Vec<String> {
+        (self.per_user)()
+    }
+
     fn cookie_name(&self) -> &'static str {
         if self.server.secure_cookies() { "__Host-toolgate-signin" } else { "toolgate-signin" }
     }
@@ -97,7 +110,12 @@ impl SignIn {
 }
 
 /// The routes, when the authorization server is on.
-pub fn router(server: Arc<AuthServer>, proxies: TrustedProxies) -> Router {
+pub fn router(
+    server: Arc<AuthServer>,
+    proxies: TrustedProxies,
+    vault: Option<Arc<crate::vault::Vault>>,
+    per_user: Arc<dyn Fn() -> Vec<String> + Send + Sync>,
+) -> Router {
     let settings = server.settings();
     let per_minute = Quota::per_minute(std::num::NonZeroU32::new(settings.requests_per_minute).unwrap_or(std::num::NonZeroU32::MIN));
     let per_hour = Quota::per_hour(std::num::NonZeroU32::new(settings.registration.per_hour).unwrap_or(std::num::NonZeroU32::MIN));
@@ -108,6 +126,8 @@ pub fn router(server: Arc<AuthServer>, proxies: TrustedProxies) -> Router {
         Quota::per_hour(std::num::NonZeroU32::new(settings.registration.per_hour.saturating_mul(50)).unwrap_or(std::num::NonZeroU32::MIN));
     let state = SignIn {
         server,
+        vault,
+        per_user,
         proxies,
         per_minute: Arc::new(RateLimiter::keyed(per_minute)),
         tokens: Arc::new(RateLimiter::keyed(tokens)),
@@ -131,7 +151,12 @@ pub fn router(server: Arc<AuthServer>, proxies: TrustedProxies) -> Router {
     let browser = Router::new()
         .route("/oauth/authorize", get(browser::authorize))
         .route("/oauth/callback", get(browser::callback))
-        .route("/oauth/consent", get(browser::consent_page).post(browser::consent_answer));
+        .route("/oauth/consent", get(browser::consent_page).post(browser::consent_answer))
+        .route("/oauth/connect/{upstream}", get(connect::follow))
+        .route("/oauth/vault/confirm", get(connect::confirm_page).post(connect::confirm_answer))
+        .route("/oauth/vault/callback/{upstream}", get(connect::callback))
+        .route("/oauth/vault/client/{upstream}", get(connect::metadata_document))
+        .route("/oauth/connections", get(connect::connections).post(connect::connections_action));
     machine.layer(cors).merge(browser).layer(DefaultBodyLimit::max(MAX_BODY)).with_state(state)
 }
 

@@ -31,7 +31,7 @@ button{font-size:1rem;padding:.55rem 1.2rem;margin-right:.6rem;border-radius:6px
 #approve{background:#1f6feb;color:#fff;border-color:#1f6feb}ul{padding-left:1.2rem}";
 
 /// A whole page with the security headers.
-fn page(status: StatusCode, title: &str, body: &str) -> Response {
+pub(super) fn page(status: StatusCode, title: &str, body: &str) -> Response {
     let html = format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
          <meta name=\"referrer\" content=\"no-referrer\"><title>{}</title><style>{STYLE}</style></head><body>{body}</body></html>",

@@ -24,6 +24,7 @@ pub mod storage;
 pub mod tasks;
 pub mod tls;
 pub mod upstreams;
+pub mod vault;
 
 pub use secret::Secret;
 
@@ -48,6 +49,8 @@ pub struct Settings {
     /// Virtual servers: an MCP endpoint per team, each with its own part of the catalog
     /// (`[servers.<name>]`).
     pub servers: std::collections::BTreeMap<String, servers::VirtualServerSettings>,
+    /// Where per-user upstream tokens are kept (`oauth.grant = "user"`).
+    pub vault: vault::VaultSettings,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -366,6 +369,7 @@ impl Settings {
         }
         for (name, upstream) in &self.upstreams {
             upstream.validate(name).map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
+            self.check_user_grant(name, upstream).map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
             let limits = std::iter::once((format!("upstreams.{name}.rate_limit"), &upstream.rate_limit))
                 .chain(upstream.tools.iter().map(|(tool, o)| (format!("upstreams.{name}.tools.{tool}.rate_limit"), &o.rate_limit)));
             for (key, limit) in limits {
@@ -412,6 +416,7 @@ impl Settings {
                 "must be \"jwt\" with authorization_server.enabled: the resource server verifies the tokens the authorization server issues",
             );
         }
+        self.vault.validate().map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
         self.storage.validate().map_err(|reason| ConfigError::Invalid { key: "storage", reason })?;
         self.audit.validate().map_err(|reason| ConfigError::Invalid { key: "audit", reason })?;
         self.limits.validate().map_err(|reason| ConfigError::Invalid { key: "limits", reason })?;
@@ -429,6 +434,28 @@ impl Settings {
                 "auth.mode",
                 "\"dev\" trusts locally minted tokens and only serves on a loopback address; configure real issuers for this bind, or set auth.dev_allow_public_bind = true if you must",
             );
+        }
+        Ok(())
+    }
+
+    /// An upstream whose calls run with each user's own account (`oauth.grant = "user"`) needs
+    /// the vault's keys and the authorization server, whose identity provider signs the user in
+    /// on the connect page.
+    pub fn check_user_grant(&self, name: &str, upstream: &upstreams::UpstreamSettings) -> Result<(), (String, String)> {
+        if !upstream.oauth.as_ref().is_some_and(|o| o.grant == upstreams::Grant::User) {
+            return Ok(());
+        }
+        if !self.authorization_server.enabled {
+            return Err((
+                format!("upstreams.{name}.oauth.grant"),
+                "\"user\" needs [authorization_server] enabled: its identity provider signs the user in on the page where they connect their account".into(),
+            ));
+        }
+        if self.vault.keys.is_empty() {
+            return Err((
+                format!("upstreams.{name}.oauth.grant"),
+                "\"user\" needs [vault] keys to seal each user's tokens (32 random bytes, base64: `openssl rand -base64 32`)".into(),
+            ));
         }
         Ok(())
     }

@@ -107,21 +107,49 @@ pub struct OAuthSettings {
     /// `client_credentials`: every call as toolgate itself. `token_exchange`: every call as its
     /// caller, with the caller's token exchanged for one whose audience is the upstream; the
     /// tool list is read with client credentials (or with no token: `discovery = "none"`).
+    /// `user`: every call with the caller's own account at the upstream, which each user
+    /// connects once in the browser (URL-mode elicitation; tokens kept in the `[vault]`).
     pub grant: Grant,
-    /// The authorization server's token endpoint.
-    pub token_url: String,
-    pub client_id: String,
+    /// The authorization server's token endpoint. Required but for `user`, which reads it
+    /// from the authorization server's metadata.
+    pub token_url: Option<String>,
+    /// toolgate's client id at the authorization server. Required but for `user`, where
+    /// unset means a Client ID Metadata Document toolgate serves about itself (when the
+    /// server supports them) or dynamic registration (RFC 7591).
+    pub client_id: Option<String>,
     /// toolgate's client secret at the authorization server.
     pub client_secret: Option<HeaderSource>,
     /// The `audience` parameter: the upstream as the authorization server names it.
     pub audience: Option<String>,
     /// The `resource` parameter (RFC 8707): the upstream's URL, when the server uses it.
+    /// `user` always sends one: this, or the upstream's `url`.
     pub resource: Option<String>,
     #[serde(default)]
     pub scopes: Vec<String>,
-    /// `token_exchange` only: how the upstream's tools are listed (no caller is there then).
+    /// `token_exchange` and `user`: how the upstream's tools are listed (no caller is there
+    /// then).
     #[serde(default)]
     pub discovery: Discovery,
+    /// `user`: the upstream's authorization server (its issuer). Unset: found the way MCP
+    /// clients find it, from the upstream's 401 (RFC 9728 protected-resource metadata).
+    pub authorization_server: Option<String>,
+    /// `user`: `host:port`s of the authorization server on a loopback or private network
+    /// that toolgate may reach (everything else it fetches must be public).
+    #[serde(default)]
+    pub private_hosts: Vec<String>,
+    /// `user`: what a user who has not connected their account sees in `tools/list`:
+    /// `list` (the default: the tools; a call asks them to connect) or `hide`.
+    #[serde(default)]
+    pub unconnected: Unconnected,
+}
+
+/// `unconnected = "list" | "hide"`: see [`OAuthSettings::unconnected`].
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Unconnected {
+    #[default]
+    List,
+    Hide,
 }
 
 /// `approval = "pin" | "approve" | "off"`: see [`UpstreamSettings::approval`].
@@ -139,6 +167,7 @@ pub enum Approval {
 pub enum Grant {
     ClientCredentials,
     TokenExchange,
+    User,
 }
 
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -288,13 +317,7 @@ impl UpstreamSettings {
             if self.headers.keys().any(|h| h.eq_ignore_ascii_case("authorization")) {
                 return Err((key("headers"), "an Authorization header and `oauth` cannot both set the upstream's credential".into()));
             }
-            match url::Url::parse(&oauth.token_url) {
-                Ok(u) if u.scheme() == "https" || (u.scheme() == "http" && is_loopback(&u)) => {}
-                _ => return Err((key("oauth.token_url"), "must be an https:// URL (http:// only on loopback)".into())),
-            }
-            if oauth.client_id.is_empty() {
-                return Err((key("oauth.client_id"), "must not be empty".into()));
-            }
+            oauth.validate(&key)?;
             if let Some(secret) = &oauth.client_secret
                 && secret.env.is_some() == secret.file.is_some()
             {
@@ -310,6 +333,48 @@ impl UpstreamSettings {
             }
         }
         Ok(())
+    }
+}
+
+impl OAuthSettings {
+    fn validate(&self, key: &dyn Fn(&str) -> String) -> Result<(), (String, String)> {
+        let user = self.grant == Grant::User;
+        match &self.token_url {
+            None if user => {}
+            None => return Err((key("oauth.token_url"), "give the authorization server's token endpoint".into())),
+            Some(url) => check_endpoint(url).map_err(|reason| (key("oauth.token_url"), reason))?,
+        }
+        match &self.client_id {
+            None if user => {}
+            Some(id) if !id.is_empty() && id.len() <= 512 => {}
+            _ => return Err((key("oauth.client_id"), "give toolgate's client id at the authorization server".into())),
+        }
+        if let Some(issuer) = &self.authorization_server {
+            check_endpoint(issuer).map_err(|reason| (key("oauth.authorization_server"), reason))?;
+        }
+        if !user && (self.authorization_server.is_some() || !self.private_hosts.is_empty() || self.unconnected != Unconnected::List) {
+            return Err((key("oauth.grant"), "authorization_server, private_hosts and unconnected apply to grant = \"user\" only".into()));
+        }
+        if let Some(resource) = &self.resource
+            && url::Url::parse(resource).is_err()
+        {
+            return Err((key("oauth.resource"), format!("{resource:?} is not an absolute URL")));
+        }
+        if let Some(scope) = self.scopes.iter().find(|s| s.is_empty() || !s.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')) {
+            return Err((key("oauth.scopes"), format!("{scope:?} is not a scope (RFC 6749 characters, no spaces)")));
+        }
+        if let Some(host) = self.private_hosts.iter().find(|h| !h.contains(':')) {
+            return Err((key("oauth.private_hosts"), format!("{host:?}: give host:port")));
+        }
+        Ok(())
+    }
+}
+
+/// An authorization server's URL: https, or http on loopback.
+fn check_endpoint(url: &str) -> Result<(), String> {
+    match url::Url::parse(url) {
+        Ok(u) if u.scheme() == "https" || (u.scheme() == "http" && is_loopback(&u)) => Ok(()),
+        _ => Err("must be an https:// URL (http:// only on loopback)".into()),
     }
 }
 

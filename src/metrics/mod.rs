@@ -57,6 +57,8 @@ pub const AUTH_VALIDATIONS: &str = "toolgate_auth_validations_total";
 /// Counter `{result}`.
 pub const JWKS_REFRESHES: &str = "toolgate_jwks_refreshes_total";
 pub const OAUTH_EVENTS: &str = "toolgate_oauth_events_total";
+/// Counter `{upstream, event, outcome}`.
+pub const VAULT_EVENTS: &str = "toolgate_vault_events_total";
 /// Counter `{server}`.
 pub const SERVER_REQUESTS: &str = "toolgate_server_requests_total";
 /// Counter `{result}`.
@@ -247,6 +249,10 @@ pub fn describe() {
     describe_counter!(
         OAUTH_EVENTS,
         "Events of the built-in authorization server (sign_in, consent, code, token, refresh, revoke, register) by outcome."
+    );
+    describe_counter!(
+        VAULT_EVENTS,
+        "Events of the vault of per-user upstream credentials (elicit, connect, use, refresh, revoke, failure) by upstream and outcome."
     );
     describe_counter!(SERVER_REQUESTS, "HTTP requests to each virtual server's endpoint ([servers.<name>]), by server name.");
     describe_counter!(INTROSPECTION_REQUESTS, "Token introspection requests (RFC 7662) by result: active, inactive, error.");

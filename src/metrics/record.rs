@@ -245,6 +245,12 @@ pub fn oauth_event(event: &'static str, outcome: &'static str) {
     metrics::counter!(super::OAUTH_EVENTS, "event" => event, "outcome" => outcome).increment(1);
 }
 
+/// One event of the vault (`src/vault`); `event` and `outcome` are fixed words, `upstream` a
+/// configured name.
+pub fn vault_event(upstream: &str, event: &'static str, outcome: &'static str) {
+    metrics::counter!(super::VAULT_EVENTS, "upstream" => upstream.to_owned(), "event" => event, "outcome" => outcome).increment(1);
+}
+
 /// One fetch of an issuer's JWKS.
 pub fn jwks_refresh(ok: bool) {
     if ok {

@@ -28,6 +28,9 @@ pub mod code {
     pub const MISSING_CLIENT_CAPABILITY: i32 = -32021;
     /// 2026-07-28: the requested protocol version is not supported.
     pub const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
+    /// 2025-11-25 only: the request needs the user to visit a URL first (URL-mode
+    /// elicitation); `data.elicitations` lists them.
+    pub const URL_ELICITATION_REQUIRED: i32 = -32042;
 }
 
 /// A request id: a string or an integer, never null (J-02). The original JSON form is kept so

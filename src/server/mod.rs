@@ -67,6 +67,9 @@ pub struct McpServer {
     /// Durable tasks, once the store is connected (`None`: `tasks.enabled` is off, or a
     /// server without a database, as in `toolgate tools list`).
     tasks: std::sync::OnceLock<Arc<crate::tasks::Tasks>>,
+    /// The upstreams whose tools a caller does not see (per-user upstreams with
+    /// `unconnected = "hide"` the caller has not connected), by the caller's key.
+    hidden: std::sync::OnceLock<HiddenUpstreams>,
     /// This server itself, for work that outlives a request (a task's run).
     me: std::sync::Weak<McpServer>,
 }
@@ -95,6 +98,7 @@ impl McpServer {
             in_flight: tokio_util::task::TaskTracker::new(),
             halt: CancellationToken::new(),
             tasks: std::sync::OnceLock::new(),
+            hidden: std::sync::OnceLock::new(),
             me: me.clone(),
             settings,
         })
@@ -195,7 +199,7 @@ impl McpServer {
         let mut result = match req.method.as_str() {
             "ping" => Ok(json!({})),
             "server/discover" if era == Era::Modern => Ok(self.discover_result(ctx.caller.server.as_deref())),
-            "tools/list" => self.list_tools(params, ctx),
+            "tools/list" => self.list_tools(params, ctx).await,
             "tools/call" => {
                 let mrtr = match era {
                     Era::Modern => {
@@ -241,7 +245,7 @@ impl McpServer {
                     obj.insert("ttlMs".into(), json!(LIST_TTL_MS));
                     // A tool list filtered by the caller's scopes must not be shared.
                     let per_caller = method == "tools/list"
-                        && (!self.settings.auth.tool_scopes.is_empty() || self.tool_set(&ctx.caller).has_scoped_tools());
+                        && (!self.settings.auth.tool_scopes.is_empty() || self.hidden.get().is_some() || self.tool_set(&ctx.caller).has_scoped_tools());
                     obj.insert("cacheScope".into(), json!(if per_caller { "private" } else { "public" }));
                 }
                 "resources/read" => {
@@ -298,10 +302,22 @@ impl McpServer {
         }
     }
 
-    fn list_tools(&self, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
+    /// Sets how to find the upstreams a caller does not see (the assembly, once the vault is on).
+    pub fn set_hidden_upstreams(&self, hidden: HiddenUpstreams) {
+        let _ = self.hidden.set(hidden);
+    }
+
+    async fn list_tools(&self, params: &Map<String, Value>, ctx: &RequestCtx) -> Result<Value, RpcError> {
         let cursor = cursor_param(params)?;
         let set = self.tool_set(&ctx.caller);
-        let (page, next) = set.page_filtered(cursor, self.page_size(), |t| self.may_use(t, ctx)).map_err(RpcError::invalid_params)?;
+        let hidden = match (self.hidden.get(), &ctx.caller.principal) {
+            (Some(hidden), Some(principal)) => hidden(principal.key()).await,
+            _ => Vec::new(),
+        };
+        let shown = |t: &crate::tool::RegisteredTool| {
+            self.may_use(t, ctx) && (hidden.is_empty() || t.tool.upstream().is_none_or(|u| !hidden.iter().any(|h| h == u)))
+        };
+        let (page, next) = set.page_filtered(cursor, self.page_size(), shown).map_err(RpcError::invalid_params)?;
         let tools: Vec<&Value> = page.iter().map(|t| t.listing.as_ref()).collect();
         let mut result = json!({ "tools": tools });
         if let Some(next) = next {
@@ -310,6 +326,9 @@ impl McpServer {
         Ok(result)
     }
 }
+
+/// The upstreams whose tools a caller (by [`crate::principal::Principal::key`]) does not see.
+pub type HiddenUpstreams = Arc<dyn Fn(String) -> futures_util::future::BoxFuture<'static, Vec<String>> + Send + Sync>;
 
 /// The optional `cursor` param: a string or absent.
 pub(crate) fn cursor_param(params: &Map<String, Value>) -> Result<Option<&str>, RpcError> {

@@ -424,6 +424,21 @@ impl ToolContext {
         }
     }
 
+    /// Modern era: the client's answer to input request `key` in this retry, if any.
+    pub fn input_response(&self, key: &str) -> Option<&Value> {
+        self.parts.mrtr.as_ref().and_then(|m| m.responses.get(key))
+    }
+
+    /// Modern era: asks the client `request` (again, even if this retry answered it) and ends
+    /// the call with `input_required`. Elsewhere: a failure saying so.
+    pub fn ask_again(&self, request: InputRequest) -> ToolError {
+        let Some(mrtr) = &self.parts.mrtr else {
+            return ToolError::Failed("This tool needs input from the client, which is not possible on this connection".into());
+        };
+        mrtr.requests.lock().insert(request.key, json!({ "method": request.method, "params": request.params }));
+        ToolError::InputRequired
+    }
+
     /// Modern era: the verified `requestState` the client echoed from an earlier
     /// `InputRequiredResult` of this tool, if any.
     pub fn request_state(&self) -> Option<&Value> {

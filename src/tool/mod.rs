@@ -59,6 +59,11 @@ pub enum ToolError {
     /// `elicitation`, `roots`). Modern era: -32021; legacy: an `isError` result.
     #[error("This tool needs the client capability {0:?}, which the client did not declare")]
     MissingClientCapability(&'static str),
+    /// 2025-11-25: the user must visit a URL first (connect an account): a `-32042` error
+    /// whose data lists the URL elicitations. Another era gets the message as an `isError`
+    /// result.
+    #[error("{message}")]
+    UrlElicitationRequired { message: String, elicitations: serde_json::Value },
     #[error("internal tool failure")]
     Internal(#[from] anyhow::Error),
 }

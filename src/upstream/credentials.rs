@@ -36,7 +36,12 @@ pub struct Minted {
 
 pub struct OAuth {
     pub settings: OAuthSettings,
-    client: TokenClient,
+    /// Unset for `grant = "user"`, whose token endpoint is in the authorization server's
+    /// metadata (see `user`).
+    client: Option<TokenClient>,
+    /// `grant = "user"`: the vault and the upstream's authorization server, for toolgate's own
+    /// token that lists the upstream's tools.
+    pub(crate) user: Option<(Arc<crate::vault::Vault>, Arc<crate::vault::UpstreamAuthorization>)>,
     /// The client secret, for the token exchange's HTTP Basic authentication.
     secret: Option<String>,
     http: reqwest::Client,
@@ -50,20 +55,26 @@ impl std::fmt::Debug for OAuth {
 }
 
 impl OAuth {
-    pub fn new(settings: &OAuthSettings) -> Result<Self, String> {
-        let url = TokenUrl::new(settings.token_url.clone()).map_err(|e| format!("oauth.token_url: {e}"))?;
-        let mut client = BasicClient::new(ClientId::new(settings.client_id.clone())).set_token_uri(url);
+    pub fn new(settings: &OAuthSettings, user: Option<(Arc<crate::vault::Vault>, Arc<crate::vault::UpstreamAuthorization>)>) -> Result<Self, String> {
         let secret = settings.client_secret.as_ref().map(read_secret).transpose().map_err(|e| format!("oauth.client_secret: {e}"))?;
-        if let Some(secret) = &secret {
-            client = client.set_client_secret(ClientSecret::new(secret.clone()));
-        }
+        let client = match (&settings.token_url, &settings.client_id) {
+            (Some(url), Some(client_id)) => {
+                let url = TokenUrl::new(url.clone()).map_err(|e| format!("oauth.token_url: {e}"))?;
+                let mut client = BasicClient::new(ClientId::new(client_id.clone())).set_token_uri(url);
+                if let Some(secret) = &secret {
+                    client = client.set_client_secret(ClientSecret::new(secret.clone()));
+                }
+                Some(client)
+            }
+            _ => None,
+        };
         // No redirects: a redirect must not carry toolgate's credentials or a caller's token elsewhere.
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| format!("cannot build the token endpoint's HTTP client: {e}"))?;
-        Ok(Self { settings: settings.clone(), client, secret, http, own: tokio::sync::Mutex::new(None) })
+        Ok(Self { settings: settings.clone(), client, user, secret, http, own: tokio::sync::Mutex::new(None) })
     }
 
     /// toolgate's own token (client credentials), cached until shortly before it expires.
@@ -72,7 +83,15 @@ impl OAuth {
         if let Some(minted) = own.as_ref().filter(|m| m.renew_at > Instant::now()) {
             return Ok(minted.token.clone());
         }
-        let mut request = self.client.exchange_client_credentials();
+        if let Some((vault, auth)) = &self.user {
+            let minted = user_listing_token(vault, auth).await?;
+            *own = Some(minted.clone());
+            return Ok(minted.token);
+        }
+        let Some(client) = &self.client else {
+            return Err(UpstreamError::Transport("no token endpoint is configured (oauth.token_url)".into()));
+        };
+        let mut request = client.exchange_client_credentials();
         for scope in &self.settings.scopes {
             request = request.add_scope(Scope::new(scope.clone()));
         }
@@ -114,10 +133,13 @@ impl OAuth {
         if let Some(resource) = &s.resource {
             form.push(("resource", resource));
         }
-        let mut request = self.http.post(&s.token_url).header(http::header::ACCEPT, "application/json");
+        let (Some(token_url), Some(client_id)) = (&s.token_url, &s.client_id) else {
+            return Err(UpstreamError::Exchange("oauth.token_url and oauth.client_id are required for the token exchange".into()));
+        };
+        let mut request = self.http.post(token_url).header(http::header::ACCEPT, "application/json");
         match &self.secret {
-            Some(secret) => request = request.basic_auth(form_encode(&s.client_id), Some(form_encode(secret))),
-            None => form.push(("client_id", &s.client_id)),
+            Some(secret) => request = request.basic_auth(form_encode(client_id), Some(form_encode(secret))),
+            None => form.push(("client_id", client_id)),
         }
         let body = serde_urlencoded_pairs(&form);
         let response = request
@@ -142,6 +164,17 @@ impl OAuth {
             }
         }
     }
+}
+
+/// `grant = "user"`: toolgate's own token (client credentials at the upstream's
+/// authorization server, with the client the vault uses there), to list the tools.
+async fn user_listing_token(vault: &crate::vault::Vault, auth: &crate::vault::UpstreamAuthorization) -> Result<Minted, UpstreamError> {
+    let failed = |e: crate::vault::AsError| UpstreamError::Transport(format!("toolgate's own token for listing the tools: {e}"));
+    let metadata = auth.metadata().await.map_err(failed)?;
+    let client = vault.client(auth).await.map_err(failed)?;
+    let tokens = auth.client_credentials(&metadata, &client).await.map_err(failed)?;
+    let lifetime = Duration::from_millis(u64::try_from(tokens.expires_ms - crate::authserver::now_ms()).unwrap_or(0));
+    Ok(Minted { token: tokens.access_token.into(), renew_at: renew_at(Some(lifetime)) })
 }
 
 /// A token response's body, at most 64 KiB (a bigger one is not a token response: empty).
@@ -180,7 +213,7 @@ fn serde_urlencoded_pairs(pairs: &[(&str, &str)]) -> String {
     url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish()
 }
 
-pub(super) fn read_secret(source: &HeaderSource) -> Result<String, String> {
+pub fn read_secret(source: &HeaderSource) -> Result<String, String> {
     match (&source.env, &source.file) {
         (Some(var), _) => std::env::var(var).map_err(|_| format!("the environment variable {var} is not set")),
         (None, Some(path)) => std::fs::read_to_string(path)

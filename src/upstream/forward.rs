@@ -40,7 +40,7 @@ pub(super) async fn call(link: Arc<Link>, target: Arc<Target>, ctx: ToolContext)
     let tool = &target.name;
     let peer = match connection(&link, &ctx).await {
         Ok(peer) => peer,
-        Err(why) => return Ok(CallToolResult::error(why)),
+        Err(stop) => return stop,
     };
     let Ok(_permit) = link.bulkhead.acquire().await else {
         return Ok(CallToolResult::error(format!(
@@ -59,23 +59,28 @@ pub(super) async fn call(link: Arc<Link>, target: Arc<Target>, ctx: ToolContext)
     }
 }
 
-/// The connection a call goes over: the caller's own for a token-exchange upstream, else the
-/// upstream's. `Err` says why there is none, for the model.
-async fn connection(link: &Arc<Link>, ctx: &ToolContext) -> Result<Arc<Peer>, String> {
+/// The connection a call goes over: the caller's own for a token-exchange or per-user
+/// upstream, else the upstream's. `Err` is the call's answer: why there is none, for the
+/// model, or a request to connect an account (`per_user`).
+async fn connection(link: &Arc<Link>, ctx: &ToolContext) -> Result<Arc<Peer>, ToolOutcome> {
+    if let Some(per_user) = link.oauth.as_ref().and_then(|o| o.user.as_ref()) {
+        return super::per_user::connection(link, per_user, ctx).await;
+    }
+    let said = |why: String| Ok(CallToolResult::error(why));
     if let Some(users) = &link.users {
         let Some(token) = ctx.caller_token() else {
-            return Err(format!(
+            return Err(said(format!(
                 "The upstream MCP server {} acts as each caller, and this request carried no token to exchange (is auth off?).",
                 link.name
-            ));
+            )));
         };
         return super::users::peer_for(link, users, token)
             .await
-            .map_err(|e| format!("The upstream MCP server {} could not be reached as you: {e}", link.name));
+            .map_err(|e| said(format!("The upstream MCP server {} could not be reached as you: {e}", link.name)));
     }
     link.peer().ok_or_else(|| {
         let why = link.status().last_error.unwrap_or_else(|| "it is connecting".into());
-        format!("The upstream MCP server {} is not connected ({why}); try again shortly.", link.name)
+        said(format!("The upstream MCP server {} is not connected ({why}); try again shortly.", link.name))
     })
 }
 

@@ -154,15 +154,29 @@ impl Link {
         tools: &ToolSettings,
         default_timeout_secs: u64,
         stop: CancellationToken,
+        vault: Option<&Arc<crate::vault::Vault>>,
     ) -> Result<Self, String> {
         if let Some(stdio) = &settings.stdio {
             stdio::program(stdio, tools, name).map_err(|e| format!("upstreams.{name}.stdio.program: {e}"))?;
         }
+        let user = match (&settings.oauth, &settings.url) {
+            (Some(o), Some(url)) if o.grant == crate::config::upstreams::Grant::User => {
+                let vault = vault.ok_or_else(|| {
+                    format!("upstreams.{name}.oauth.grant: \"user\" needs [vault] keys and [authorization_server] enabled")
+                })?;
+                let auth = crate::vault::UpstreamAuthorization::new(name, url, settings.allow_private, o, vault.public_origin())
+                    .map_err(|e| format!("upstreams.{name}.oauth: {e}"))?;
+                let auth = Arc::new(auth);
+                vault.register(auth.clone());
+                Some((vault.clone(), auth))
+            }
+            _ => None,
+        };
         let oauth = match &settings.oauth {
-            Some(o) => Some(Arc::new(credentials::OAuth::new(o).map_err(|e| format!("upstreams.{name}.{e}"))?)),
+            Some(o) => Some(Arc::new(credentials::OAuth::new(o, user).map_err(|e| format!("upstreams.{name}.{e}"))?)),
             None => None,
         };
-        let exchange = settings.oauth.as_ref().is_some_and(|o| o.grant == crate::config::upstreams::Grant::TokenExchange);
+        let exchange = settings.oauth.as_ref().is_some_and(|o| o.grant != crate::config::upstreams::Grant::ClientCredentials);
         let transport = if settings.stdio.is_some() { "stdio" } else { "http" };
         let status = UpstreamStatus { name: name.to_owned(), transport, state: "connecting", source: "config", ..Default::default() };
         Ok(Self {

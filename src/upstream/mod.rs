@@ -26,6 +26,7 @@ mod modern;
 mod names;
 mod offerings;
 pub mod peer;
+mod per_user;
 mod stderr;
 mod stdio;
 pub mod stored;
@@ -67,6 +68,8 @@ pub struct Upstreams {
     reloading: tokio::sync::Mutex<()>,
     /// The approved catalog every listing passes (`approval`).
     pub(crate) approvals: Arc<crate::approval::Approvals>,
+    /// Per-user credentials (`oauth.grant = "user"`), when the vault is configured.
+    pub(crate) vault: Option<Arc<crate::vault::Vault>>,
 }
 
 impl std::fmt::Debug for Upstreams {
@@ -82,10 +85,15 @@ pub(crate) fn now_ms() -> u64 {
 impl Upstreams {
     /// The configured upstreams, checked (a stdio program must resolve and be allowed) but not
     /// yet connected: [`Self::spawn`] starts them.
-    pub fn new(settings: Arc<Settings>, server: Arc<McpServer>, approvals: Arc<crate::approval::Approvals>) -> anyhow::Result<Arc<Self>> {
+    pub fn new(
+        settings: Arc<Settings>,
+        server: Arc<McpServer>,
+        approvals: Arc<crate::approval::Approvals>,
+        vault: Option<Arc<crate::vault::Vault>>,
+    ) -> anyhow::Result<Arc<Self>> {
         let mut links = BTreeMap::new();
         for (name, upstream) in &settings.upstreams {
-            let link = Link::build(name, upstream, &settings.tools, settings.tools.default_timeout_secs, CancellationToken::new())
+            let link = Link::build(name, upstream, &settings.tools, settings.tools.default_timeout_secs, CancellationToken::new(), vault.as_ref())
                 .map_err(|e| anyhow::anyhow!("invalid setting {e}"))?;
             links.insert(name.clone(), Arc::new(link));
         }
@@ -102,7 +110,33 @@ impl Upstreams {
             stop: OnceLock::new(),
             reloading: tokio::sync::Mutex::new(()),
             approvals,
+            vault,
         }))
+    }
+
+    /// The upstreams whose calls run with each user's own account (`oauth.grant = "user"`).
+    pub fn per_user(&self) -> Vec<String> {
+        use crate::config::upstreams::Grant;
+        self.links.read().values().filter(|l| l.settings.oauth.as_ref().is_some_and(|o| o.grant == Grant::User)).map(|l| l.name.clone()).collect()
+    }
+
+    /// The per-user upstreams with `unconnected = "hide"` that the user `principal` has not
+    /// connected: their tools are not listed to them. A vault that cannot be read hides them.
+    pub async fn hidden_for(&self, principal: &str) -> Vec<String> {
+        use crate::config::upstreams::Unconnected;
+        let Some(vault) = &self.vault else { return Vec::new() };
+        let hiding: Vec<String> = self
+            .links
+            .read()
+            .values()
+            .filter(|l| l.oauth.as_ref().is_some_and(|o| o.user.is_some() && o.settings.unconnected == Unconnected::Hide))
+            .map(|l| l.name.clone())
+            .collect();
+        if hiding.is_empty() {
+            return hiding;
+        }
+        let connected = vault.connected_upstreams(principal).await.unwrap_or_default();
+        hiding.into_iter().filter(|u| !connected.contains(u)).collect()
     }
 
     /// Starts one supervisor per upstream; they stop when `stop` is cancelled.

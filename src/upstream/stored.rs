@@ -58,7 +58,7 @@ impl Upstreams {
             }
         }
         let tools = &self.settings.tools;
-        Link::build(name, &settings, tools, tools.default_timeout_secs, CancellationToken::new()).map_err(|e| invalid(e.clone(), e))?;
+        Link::build(name, &settings, tools, tools.default_timeout_secs, CancellationToken::new(), self.vault.as_ref()).map_err(|e| invalid(e.clone(), e))?;
         Ok(settings)
     }
 
@@ -154,7 +154,7 @@ impl Upstreams {
     fn check_stored(&self, row: &StoredUpstream, stop: CancellationToken) -> Result<Link, String> {
         let settings = self.check(&row.name, &row.definition).map_err(|e| e.to_string())?;
         let tools = &self.settings.tools;
-        let link = Link::build(&row.name, &settings, tools, tools.default_timeout_secs, stop)?;
+        let link = Link::build(&row.name, &settings, tools, tools.default_timeout_secs, stop, self.vault.as_ref())?;
         link.update(|s| {
             s.source = "admin";
             s.revision = Some(row.revision);

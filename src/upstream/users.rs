@@ -1,7 +1,8 @@
-//! Connections of their own for the callers of a token-exchange upstream: each caller's token
-//! is exchanged for one meant for the upstream, and calls go over a connection opened with it
-//! (its own MCP session), cached by the caller token's digest until the exchanged token is
-//! due for renewal. A connection made with one caller's token never carries another's call.
+//! Connections of their own for the callers of a token-exchange or per-user upstream: each
+//! caller's token is exchanged for one meant for the upstream (or the user's own token comes
+//! from the vault), and calls go over a connection opened with it (its own MCP session),
+//! cached by the token's digest until it is due for renewal. A connection made with one
+//! caller's token never carries another's call.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -77,6 +78,26 @@ pub(super) async fn peer_for(link: &Arc<Link>, users: &Users, token: &BearerToke
             let open = Open { bearer: Bearer::Fixed(minted.token), listen: false, client: Some(link.callers_client()?), stderr: None };
             let (peer, _) = connect(&link.name, &link.settings, &link.tool_settings, open).await?;
             Ok::<_, UpstreamError>(UserPeer { peer: Arc::new(peer), renew_at: minted.renew_at })
+        })
+        .await;
+    made.map(|u| u.peer).map_err(|e| (*e).clone())
+}
+
+/// The connection that carries a per-user upstream's calls with `token` (the user's own, from
+/// the vault), made if there is none yet; kept until `renew_at`.
+pub(super) async fn peer_with(link: &Arc<Link>, users: &Users, token: &str, renew_at: Instant) -> Result<Arc<Peer>, UpstreamError> {
+    let key: [u8; 32] = sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(token.as_bytes())).into();
+    if let Some(user) = users.get(&key).await {
+        if !user.peer.is_closed() {
+            return Ok(user.peer);
+        }
+        users.invalidate(&key).await;
+    }
+    let made = users
+        .try_get_with(key, async {
+            let open = Open { bearer: Bearer::Fixed(token.into()), listen: false, client: Some(link.callers_client()?), stderr: None };
+            let (peer, _) = connect(&link.name, &link.settings, &link.tool_settings, open).await?;
+            Ok::<_, UpstreamError>(UserPeer { peer: Arc::new(peer), renew_at })
         })
         .await;
     made.map(|u| u.peer).map_err(|e| (*e).clone())

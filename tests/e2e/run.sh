@@ -4,7 +4,8 @@
 # 2025-11-25 tasks through the Python 1.x SDK's task API (tests/e2e/py_tasks_client.py), then OAuth
 # end to end against a real authorization server (tests/e2e/oauth.sh), then sign-in through
 # toolgate's own authorization server at a real OpenID Connect provider, the user in a headless
-# Chromium (tests/e2e/signin.sh), then per-caller RFC 8693
+# Chromium (tests/e2e/signin.sh), then each user's own account at an OAuth-protected upstream
+# through URL-mode elicitation and the vault (tests/e2e/connect.sh), then per-caller RFC 8693
 # token exchange for an upstream at that authorization server (tests/e2e/upstream_oauth.sh), then
 # declarative tools served from nothing but a tools directory (tests/e2e/tools.sh), then the tools
 # of upstream MCP servers (server-everything, FastMCP, rmcp) served through toolgate
@@ -21,6 +22,7 @@
 #   E2E_CLIENT_TIMEOUT     seconds each client run may take (default 120)
 #   E2E_OAUTH_TIMEOUT      seconds tests/e2e/oauth.sh may take (default 600)
 #   E2E_SIGNIN_TIMEOUT     seconds tests/e2e/signin.sh may take (default 300)
+#   E2E_CONNECT_TIMEOUT    seconds tests/e2e/connect.sh may take (default 300)
 #   E2E_UPSTREAM_OAUTH_TIMEOUT  seconds tests/e2e/upstream_oauth.sh may take (default 300)
 #   E2E_TOOLS_TIMEOUT      seconds tests/e2e/tools.sh may take (default 300)
 #   E2E_UPSTREAMS_TIMEOUT  seconds tests/e2e/upstreams.sh may take (default 600; the first run
@@ -38,6 +40,7 @@ PORTS="${E2E_PORTS:-18200-18299}"
 CLIENT_TIMEOUT="${E2E_CLIENT_TIMEOUT:-120}"
 OAUTH_TIMEOUT="${E2E_OAUTH_TIMEOUT:-600}"
 SIGNIN_TIMEOUT="${E2E_SIGNIN_TIMEOUT:-300}"
+CONNECT_TIMEOUT="${E2E_CONNECT_TIMEOUT:-300}"
 UPSTREAM_OAUTH_TIMEOUT="${E2E_UPSTREAM_OAUTH_TIMEOUT:-300}"
 TOOLS_TIMEOUT="${E2E_TOOLS_TIMEOUT:-300}"
 UPSTREAMS_TIMEOUT="${E2E_UPSTREAMS_TIMEOUT:-600}"
@@ -67,7 +70,7 @@ case "$PROFILE" in
 esac
 BIN="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE/toolgate"
 [ -x "$BIN" ] || { log "no binary at $BIN" && exit 2; }
-export TOOLGATE_BIN="$BIN" # for oauth.sh, signin.sh, upstream_oauth.sh, tools.sh, upstreams.sh, upstreams_modern.sh, servers.sh and conformance.sh
+export TOOLGATE_BIN="$BIN" # for oauth.sh, signin.sh, connect.sh, upstream_oauth.sh, tools.sh, upstreams.sh, upstreams_modern.sh, servers.sh and conformance.sh
 
 # ---- server ---------------------------------------------------------------------------------
 # Default auth (dev mode): every client sends a token minted below with this key.
@@ -143,6 +146,12 @@ rc=0
 timeout -k 10 "$SIGNIN_TIMEOUT" bash "$E2E/signin.sh" || rc=$?
 [ "$rc" = 124 ] && log "signin.sh: killed after ${SIGNIN_TIMEOUT}s"
 record "sign-in (authorization server)" "$rc"
+
+# ---- per-user upstream credentials: connect, vault, refresh, revoke (starts its own services) --
+rc=0
+timeout -k 10 "$CONNECT_TIMEOUT" bash "$E2E/connect.sh" || rc=$?
+[ "$rc" = 124 ] && log "connect.sh: killed after ${CONNECT_TIMEOUT}s"
+record "per-user upstream credentials (connect)" "$rc"
 
 # ---- per-caller token exchange for an upstream (starts its own AS, upstream and server) ------
 rc=0

