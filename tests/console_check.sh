@@ -8,7 +8,11 @@
 #          settings, one stored through the form after a refused one, then deleted), upstreams,
 #          approvals (an upstream's held change with its diff, approved through the button),
 #          overview;
-#   off    auth.mode = "off": no token is asked, the views load, a try-out works.
+#   off    auth.mode = "off": no token is asked, the views load, a try-out works;
+#   vault  the vault on (jwt auth with an operator's HS256 issuer, the built-in authorization
+#          server, [vault] keys): connections of two users (rows written straight into the
+#          database), filtered by user and upstream, one disconnected through the button and
+#          checked through the API.
 # Every view is screenshotted into $CONSOLE_SCREENSHOTS; any error in the page's console fails
 # the run. The last line is `console: N passed, M failed`; exit status 0 only if M is 0.
 #
@@ -122,17 +126,89 @@ title = "Docs team"
 tools = ["from_file", "get_current_time"]
 EOF
 
+# The vault run: toolgate's own authorization server (its identity provider is never reached:
+# nobody signs in here) and the vault's key; operators' tokens from an HS256 issuer of their own.
+openssl rand -base64 32 >"$LOGS/vault-k1.key"
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$LOGS/signing.pem" 2>/dev/null
+VAULT_ADMIN_HMAC="$(openssl rand -hex 32)"
+vault_settings() { # port
+  cat <<EOF
+[auth]
+mode = "jwt"
+resource = "http://127.0.0.1:$1/mcp"
+
+[[auth.issuers]]
+issuer = "http://127.0.0.1:$1/console-admin"
+hmac_secret = "$VAULT_ADMIN_HMAC"
+
+[authorization_server]
+enabled = true
+issuer = "http://127.0.0.1:$1"
+signing_key_files = ["$LOGS/signing.pem"]
+
+[authorization_server.identity_provider]
+preset = "generic"
+issuer = "https://idp.invalid"
+client_id = "toolgate"
+client_secret = "unused"
+
+[[authorization_server.scope_rules]]
+scopes = ["mcp:tools"]
+
+[vault]
+keys = [ { id = "k1", file = "$LOGS/vault-k1.key" } ]
+EOF
+}
+# An operator's token for the vault run (HS256, Python's standard library only).
+vault_admin_token() { # port
+  python3 - "http://127.0.0.1:$1" "$VAULT_ADMIN_HMAC" <<'EOF'
+import base64, hashlib, hmac, json, sys, time
+origin, secret = sys.argv[1:]
+b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+now = int(time.time())
+claims = {"iss": origin + "/console-admin", "sub": "console-e2e", "aud": origin + "/mcp", "scope": "toolgate:admin", "iat": now, "exp": now + 900}
+signing_input = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()) + "." + b64(json.dumps(claims).encode())
+print(signing_input + "." + b64(hmac.new(secret.encode(), signing_input.encode(), hashlib.sha256).digest()))
+EOF
+}
+# Connections of two users, as a connect would have stored them (the sealed values are not
+# real: listing and disconnecting never open them).
+vault_rows() { # database
+  python3 - "$1" <<'EOF'
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1])
+now = int(time.time() * 1000)
+rows = [
+    ("0190c0de-0000-7000-8000-00000000a11c", "alice", "notes", "notes", now - 3_600_000, now + 1_800_000, now - 60_000),
+    ("0190c0de-0000-7000-8000-0000000000b0", "bob", "notes", "notes", now - 7_200_000, now + 600_000, 0),
+    ("0190c0de-0000-7000-8000-0000000a11c2", "alice", "tickets", "tickets:read", now - 600_000, now - 60_000, now - 120_000),
+]
+for id, user, upstream, scopes, created, expires, used in rows:
+    db.execute(
+        "INSERT INTO vault_grants (id, principal, subject, upstream, key_id, sealed, scopes, expires_ms, version, lease_until_ms, created_ms, updated_ms, used_ms) "
+        "VALUES (?, ?, ?, ?, 'k1', 'not-a-sealed-record', ?, ?, 1, 0, ?, ?, ?)",
+        (id, "https://idp.invalid\x1f" + user, user, upstream, scopes, expires, created, created, used),
+    )
+db.commit()
+EOF
+}
+
 MODE=""
 launch_toolgate() { # port
+  local config="$LOGS/toolgate.toml"
+  if [ "$MODE" = vault ]; then
+    config="$LOGS/toolgate-vault.toml"
+    vault_settings "$1" >"$config"
+  fi
   TOOLGATE__SERVER__BIND="127.0.0.1:$1" TOOLGATE__ADMIN__BIND="127.0.0.1:0" \
-    TOOLGATE__AUTH__MODE="$([ "$MODE" = off ] && echo off || echo dev)" \
+    TOOLGATE__AUTH__MODE="$(case "$MODE" in off) echo off ;; vault) echo jwt ;; *) echo dev ;; esac)" \
     TOOLGATE__AUTH__DEV_KEY_FILE="$LOGS/dev-signing.key" \
     TOOLGATE__STORAGE__DATA_DIR="$LOGS/data-$MODE" \
     TOOLGATE__LOG__FORMAT=json \
-    exec "$BIN" serve --config "$LOGS/toolgate.toml"
+    exec "$BIN" serve --config "$config"
 }
 
-run_mode() { # token | off
+run_mode() { # token | off | vault
   MODE="$1"
   if ! start_toolgate; then
     record "server start ($MODE)" 1
@@ -150,6 +226,13 @@ run_mode() { # token | off
     mint() { TOOLGATE__SERVER__BIND="127.0.0.1:$SERVER_PORT" TOOLGATE__AUTH__DEV_KEY_FILE="$LOGS/dev-signing.key" "$BIN" dev-token --subject console-e2e --scope "$1"; }
     admin_token="$(mint "toolgate:admin mcp:tools")"
     mcp_only="$(mint "mcp:tools")"
+  elif [ "$MODE" = vault ]; then
+    admin_token="$(vault_admin_token "$SERVER_PORT")"
+    if ! vault_rows "$LOGS/data-vault/toolgate.db"; then
+      record "vault: connections written into the database" 1
+      stop_pid "$server_pid"
+      return
+    fi
   fi
   log "run $MODE: toolgate on 127.0.0.1:$SERVER_PORT, admin on $admin; logs in $LOGS"
   local run_started=$SECONDS
@@ -167,6 +250,7 @@ CLIENT_TIMEOUT="$TIMEOUT" # for run_client
 shopt -s lastpipe          # run_client's loop updates `passed` and `failed` here
 run_mode token
 run_mode off
+run_mode vault
 
 log "screenshots: $SHOTS"
 log "took $((SECONDS - started)) s (build $build_secs s)"

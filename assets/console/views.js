@@ -7,6 +7,7 @@ import * as api from "./api.js";
 import { action, ago, badge, button, fmtBytes, fmtCount, fmtMs, fmtSeconds, fmtTime, h, heading, json, replace, stat, table, updated } from "./dom.js";
 import { approvals } from "./approvals.js";
 import { grants } from "./grants.js";
+import { connections } from "./connections.js";
 import { servers } from "./servers.js";
 import { schemaForm } from "./form.js";
 
@@ -483,4 +484,4 @@ function callResult(r) {
   );
 }
 
-export const views = { overview, tools, upstreams, approvals, servers, sessions, grants, audit, try: tryTool };
+export const views = { overview, tools, upstreams, approvals, servers, sessions, grants, connections, audit, try: tryTool };

@@ -6,6 +6,7 @@
 CREATE TABLE vault_grants (
     id             TEXT   PRIMARY KEY NOT NULL,
     principal      TEXT   NOT NULL,
+    subject        TEXT   NOT NULL,
     upstream       TEXT   NOT NULL,
     key_id         TEXT   NOT NULL,
     sealed         TEXT   NOT NULL,
@@ -19,6 +20,7 @@ CREATE TABLE vault_grants (
     UNIQUE (principal, upstream)
 );
 CREATE INDEX vault_grants_upstream ON vault_grants (upstream);
+CREATE INDEX vault_grants_subject ON vault_grants (subject);
 CREATE TABLE vault_connects (
     id           TEXT   PRIMARY KEY NOT NULL,
     principal    TEXT,

@@ -33,13 +33,10 @@ pub async fn list(State(app): State<AdminState>, RawQuery(query): RawQuery) -> R
         None => DEFAULT_LIMIT,
     };
     let (user, upstream) = (get("user"), get("upstream"));
-    let all = vault.connections(MAX_LIMIT).await.map_err(|_| Problem::new(Kind::Unavailable, "the vault cannot be read right now"))?;
-    let connections: Vec<_> = all
-        .into_iter()
-        .filter(|c| user.as_deref().is_none_or(|u| c.user == u))
-        .filter(|c| upstream.as_deref().is_none_or(|u| c.upstream == u))
-        .take(usize::try_from(limit).unwrap_or(200))
-        .collect();
+    let connections = vault
+        .connections(user.as_deref(), upstream.as_deref(), limit)
+        .await
+        .map_err(|_| Problem::new(Kind::Unavailable, "the vault cannot be read right now"))?;
     Ok(Json(json!({"enabled": true, "connections": connections})))
 }
 
@@ -52,8 +49,8 @@ pub async fn revoke(State(app): State<AdminState>, actor: Actor, Path(id): Path<
         return Err(Problem::not_found("no connection has this id; GET /admin/connections lists them"));
     }
     if let Some(audit) = &app.audit {
-        let mut record =
-            AuditRecord::new(EventKind::AdminChange, Outcome::Ok).with_detail(format!("connection {} revoked", id.get(..36).unwrap_or(&id)));
+        let mut record = AuditRecord::new(EventKind::AdminChange, Outcome::Ok)
+            .with_detail(format!("connection {} revoked", id.get(..36).unwrap_or(&id)));
         record.subject = actor.subject().map(str::to_owned);
         audit.record(record).await;
     }

@@ -52,7 +52,7 @@ macro_rules! asset {
 }
 
 static PAGE: Asset = asset!("index.html", "text/html; charset=utf-8");
-static ASSETS: [Asset; 10] = [
+static ASSETS: [Asset; 11] = [
     asset!("console.css", "text/css; charset=utf-8"),
     asset!("app.js", "text/javascript; charset=utf-8"),
     asset!("api.js", "text/javascript; charset=utf-8"),
@@ -60,6 +60,7 @@ static ASSETS: [Asset; 10] = [
     asset!("form.js", "text/javascript; charset=utf-8"),
     asset!("views.js", "text/javascript; charset=utf-8"),
     asset!("grants.js", "text/javascript; charset=utf-8"),
+    asset!("connections.js", "text/javascript; charset=utf-8"),
     asset!("approvals.js", "text/javascript; charset=utf-8"),
     asset!("servers.js", "text/javascript; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),

@@ -295,13 +295,24 @@ fn vault(
     authserver: Option<&Arc<AuthServer>>,
 ) -> anyhow::Result<Option<Arc<crate::vault::Vault>>> {
     let (false, Some(authserver)) = (settings.vault.keys.is_empty(), authserver) else { return Ok(None) };
-    let vault = crate::vault::Vault::new(&settings.vault, store.clone(), authserver.clone(), audit.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let resealing = vault.clone();
+    let vault =
+        crate::vault::Vault::new(&settings.vault, store.clone(), authserver.clone(), audit.clone()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Weak: the loop ends with the vault (in-process tests start many).
+    let weak = Arc::downgrade(&vault);
     tokio::spawn(async move {
-        match resealing.reseal().await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(records = n, "vault: records sealed with an older key were sealed again with the current one"),
-            Err(e) => tracing::warn!(error = %e, "vault: the re-seal pass did not finish; it runs again at the next start"),
+        if let Some(vault) = weak.upgrade() {
+            match vault.reseal().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(records = n, "vault: records sealed with an older key were sealed again with the current one"),
+                Err(e) => tracing::warn!(error = %e, "vault: the re-seal pass did not finish; it runs again at the next start"),
+            }
+        }
+        // Connect transactions past their expiry are deleted every ten minutes.
+        let mut every = tokio::time::interval(Duration::from_secs(600));
+        loop {
+            every.tick().await;
+            let Some(vault) = weak.upgrade() else { return };
+            vault.purge().await;
         }
     });
     Ok(Some(vault))

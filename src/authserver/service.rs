@@ -113,7 +113,10 @@ impl AuthServer {
     /// Sends a browser to the identity provider for another purpose than an authorization
     /// request (the vault's connect page, `src/vault/connect.rs`): the provider's URL with
     /// `state`, and what [`Self::sign_in_complete`] needs.
-    pub async fn sign_in_begin(&self, state: &str) -> Result<(String, super::federation::PendingLogin), super::federation::FederationError> {
+    pub async fn sign_in_begin(
+        &self,
+        state: &str,
+    ) -> Result<(String, super::federation::PendingLogin), super::federation::FederationError> {
         self.idp.begin(state).await
     }
 

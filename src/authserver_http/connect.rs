@@ -83,7 +83,9 @@ pub async fn confirm_page(State(app): State<SignIn>, request: Request) -> Respon
 pub async fn confirm_answer(State(app): State<SignIn>, request: Request) -> Response {
     let vault = vault_or_page!(app, request);
     let cookie = app.cookie(request.headers());
-    let Ok(body) = axum::body::to_bytes(request.into_body(), super::MAX_BODY).await else { return pages::error(413, "the form is too large") };
+    let Ok(body) = axum::body::to_bytes(request.into_body(), super::MAX_BODY).await else {
+        return pages::error(413, "the form is too large");
+    };
     let form = pairs(&body);
     let get = |name: &str| param(&form, name).unwrap_or_default();
     let step = vault.confirm_answer(get("id"), get("csrf"), get("decision") == "approve", cookie.as_deref()).await;
@@ -95,7 +97,9 @@ pub async fn callback(State(app): State<SignIn>, Path(upstream): Path<String>, r
     let vault = vault_or_page!(app, request);
     let params = query(&request);
     let cookie = app.cookie(request.headers());
-    let Some(state) = param(&params, "state") else { return pages::error(400, "the answer has no state; start again from your application") };
+    let Some(state) = param(&params, "state") else {
+        return pages::error(400, "the answer has no state; start again from your application");
+    };
     let done = vault
         .upstream_callback(&upstream, state, param(&params, "code"), param(&params, "error"), param(&params, "iss"), cookie.as_deref())
         .await;
@@ -124,7 +128,9 @@ pub async fn connections(State(app): State<SignIn>, request: Request) -> Respons
 pub async fn connections_action(State(app): State<SignIn>, request: Request) -> Response {
     let vault = vault_or_page!(app, request);
     let cookie = app.cookie(request.headers());
-    let Ok(body) = axum::body::to_bytes(request.into_body(), super::MAX_BODY).await else { return pages::error(413, "the form is too large") };
+    let Ok(body) = axum::body::to_bytes(request.into_body(), super::MAX_BODY).await else {
+        return pages::error(413, "the form is too large");
+    };
     let form = pairs(&body);
     let get = |name: &str| param(&form, name).unwrap_or_default();
     let step = vault.manage_action(get("s"), get("csrf"), get("action"), get("target"), cookie.as_deref()).await;

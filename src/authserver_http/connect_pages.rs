@@ -83,8 +83,11 @@ pub fn connections(view: &ManageView) -> Response {
             )
         })
         .collect();
-    let open: String =
-        view.unconnected.iter().map(|u| format!("<li><strong>{}</strong> {}</li>", esc(u), form("connect", u, "Connect", &format!("connect-{}", esc(u))))).collect();
+    let open: String = view
+        .unconnected
+        .iter()
+        .map(|u| format!("<li><strong>{}</strong> {}</li>", esc(u), form("connect", u, "Connect", &format!("connect-{}", esc(u)))))
+        .collect();
     let body = format!(
         "<h1>Your connected accounts</h1><p class=\"muted\">Signed in as <strong>{user}</strong>.</p>\
          <div class=\"box\"><ul id=\"connections\">{rows}</ul>{none}</div>{more}",

@@ -360,7 +360,9 @@ impl OAuthSettings {
         {
             return Err((key("oauth.resource"), format!("{resource:?} is not an absolute URL")));
         }
-        if let Some(scope) = self.scopes.iter().find(|s| s.is_empty() || !s.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')) {
+        if let Some(scope) =
+            self.scopes.iter().find(|s| s.is_empty() || !s.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\'))
+        {
             return Err((key("oauth.scopes"), format!("{scope:?} is not a scope (RFC 6749 characters, no spaces)")));
         }
         if let Some(host) = self.private_hosts.iter().find(|h| !h.contains(':')) {

@@ -21,8 +21,8 @@ const MAX_KEYS: usize = 16;
 pub struct VaultSettings {
     /// The AEAD keys (XChaCha20-Poly1305): each 32 random bytes, base64, in a file or an
     /// environment variable (`openssl rand -base64 32` makes one). The first seals every new
-    /// or refreshed record; every key listed opens. Rotation: put the new key first, restart
-    /// (every replica re-seals the records it opens, and the start-up pass re-seals the rest),
+    /// or refreshed record; every key listed opens. Rotation: put the new key first and
+    /// restart (a pass at start-up seals every record again with it, and refreshes use it),
     /// then remove the old key.
     pub keys: Vec<VaultKeySource>,
     /// How long a connect link (an elicitation's URL) may be followed, in seconds. 600.
@@ -52,7 +52,10 @@ impl VaultSettings {
         }
         for (i, key) in self.keys.iter().enumerate() {
             let at = format!("vault.keys[{i}]");
-            if key.id.is_empty() || key.id.len() > 64 || !key.id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')) {
+            if key.id.is_empty()
+                || key.id.len() > 64
+                || !key.id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            {
                 return Err((format!("{at}.id"), "1 to 64 characters of A-Z, a-z, 0-9, '-', '_' and '.'".into()));
             }
             if key.file.is_some() == key.env.is_some() {

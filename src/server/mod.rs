@@ -245,7 +245,9 @@ impl McpServer {
                     obj.insert("ttlMs".into(), json!(LIST_TTL_MS));
                     // A tool list filtered by the caller's scopes must not be shared.
                     let per_caller = method == "tools/list"
-                        && (!self.settings.auth.tool_scopes.is_empty() || self.hidden.get().is_some() || self.tool_set(&ctx.caller).has_scoped_tools());
+                        && (!self.settings.auth.tool_scopes.is_empty()
+                            || self.hidden.get().is_some()
+                            || self.tool_set(&ctx.caller).has_scoped_tools());
                     obj.insert("cacheScope".into(), json!(if per_caller { "private" } else { "public" }));
                 }
                 "resources/read" => {

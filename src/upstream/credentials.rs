@@ -55,7 +55,10 @@ impl std::fmt::Debug for OAuth {
 }
 
 impl OAuth {
-    pub fn new(settings: &OAuthSettings, user: Option<(Arc<crate::vault::Vault>, Arc<crate::vault::UpstreamAuthorization>)>) -> Result<Self, String> {
+    pub fn new(
+        settings: &OAuthSettings,
+        user: Option<(Arc<crate::vault::Vault>, Arc<crate::vault::UpstreamAuthorization>)>,
+    ) -> Result<Self, String> {
         let secret = settings.client_secret.as_ref().map(read_secret).transpose().map_err(|e| format!("oauth.client_secret: {e}"))?;
         let client = match (&settings.token_url, &settings.client_id) {
             (Some(url), Some(client_id)) => {

@@ -126,7 +126,7 @@ impl Link {
     pub(super) fn own_bearer(&self) -> http::Bearer {
         use crate::config::upstreams::{Discovery, Grant};
         match &self.oauth {
-            Some(o) if o.settings.grant == Grant::TokenExchange && o.settings.discovery == Discovery::None => http::Bearer::None,
+            Some(o) if o.settings.grant != Grant::ClientCredentials && o.settings.discovery == Discovery::None => http::Bearer::None,
             Some(o) => http::Bearer::Own(o.clone()),
             None => http::Bearer::None,
         }

@@ -93,8 +93,9 @@ impl Upstreams {
     ) -> anyhow::Result<Arc<Self>> {
         let mut links = BTreeMap::new();
         for (name, upstream) in &settings.upstreams {
-            let link = Link::build(name, upstream, &settings.tools, settings.tools.default_timeout_secs, CancellationToken::new(), vault.as_ref())
-                .map_err(|e| anyhow::anyhow!("invalid setting {e}"))?;
+            let link =
+                Link::build(name, upstream, &settings.tools, settings.tools.default_timeout_secs, CancellationToken::new(), vault.as_ref())
+                    .map_err(|e| anyhow::anyhow!("invalid setting {e}"))?;
             links.insert(name.clone(), Arc::new(link));
         }
         if !links.is_empty() {
@@ -117,7 +118,12 @@ impl Upstreams {
     /// The upstreams whose calls run with each user's own account (`oauth.grant = "user"`).
     pub fn per_user(&self) -> Vec<String> {
         use crate::config::upstreams::Grant;
-        self.links.read().values().filter(|l| l.settings.oauth.as_ref().is_some_and(|o| o.grant == Grant::User)).map(|l| l.name.clone()).collect()
+        self.links
+            .read()
+            .values()
+            .filter(|l| l.settings.oauth.as_ref().is_some_and(|o| o.grant == Grant::User))
+            .map(|l| l.name.clone())
+            .collect()
     }
 
     /// The per-user upstreams with `unconnected = "hide"` that the user `principal` has not

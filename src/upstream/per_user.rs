@@ -20,7 +20,11 @@ use crate::vault::{UpstreamAuthorization, Vault};
 /// A connection is not reused within this long of its token's expiry.
 const RENEW_BEFORE: Duration = Duration::from_secs(30);
 
-pub(super) async fn connection(link: &Arc<Link>, per_user: &(Arc<Vault>, Arc<UpstreamAuthorization>), ctx: &ToolContext) -> Result<Arc<Peer>, ToolOutcome> {
+pub(super) async fn connection(
+    link: &Arc<Link>,
+    per_user: &(Arc<Vault>, Arc<UpstreamAuthorization>),
+    ctx: &ToolContext,
+) -> Result<Arc<Peer>, ToolOutcome> {
     let (vault, _) = per_user;
     let said = |why: String| Err(Ok(CallToolResult::error(why)));
     let Some(principal) = ctx.principal() else {
@@ -69,5 +73,8 @@ async fn ask_to_connect(link: &Link, vault: &Vault, principal: &str, ctx: &ToolC
         return Err(ctx.ask_again(InputRequest::elicit(key, params)));
     }
     let elicitation = json!({ "mode": "url", "elicitationId": link.elicitation_id, "url": link.url, "message": message });
-    Err(ToolError::UrlElicitationRequired { message: format!("{tool} needs your account at {upstream} connected first"), elicitations: json!([elicitation]) })
+    Err(ToolError::UrlElicitationRequired {
+        message: format!("{tool} needs your account at {upstream} connected first"),
+        elicitations: json!([elicitation]),
+    })
 }

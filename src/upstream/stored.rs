@@ -58,7 +58,8 @@ impl Upstreams {
             }
         }
         let tools = &self.settings.tools;
-        Link::build(name, &settings, tools, tools.default_timeout_secs, CancellationToken::new(), self.vault.as_ref()).map_err(|e| invalid(e.clone(), e))?;
+        Link::build(name, &settings, tools, tools.default_timeout_secs, CancellationToken::new(), self.vault.as_ref())
+            .map_err(|e| invalid(e.clone(), e))?;
         Ok(settings)
     }
 

@@ -94,7 +94,13 @@ impl std::fmt::Debug for UpstreamAuthorization {
 impl UpstreamAuthorization {
     /// `public_origin` is toolgate's own (the authorization server's issuer), where the
     /// callback and the metadata document are.
-    pub fn new(upstream: &str, upstream_url: &str, allow_private: bool, settings: &OAuthSettings, public_origin: &str) -> Result<Self, String> {
+    pub fn new(
+        upstream: &str,
+        upstream_url: &str,
+        allow_private: bool,
+        settings: &OAuthSettings,
+        public_origin: &str,
+    ) -> Result<Self, String> {
         let mut exempt = settings.private_hosts.clone();
         if allow_private && let Ok(url) = Url::parse(upstream_url) {
             exempt.push(format!("{}:{}", url.host_str().unwrap_or_default(), url.port_or_known_default().unwrap_or(443)));
@@ -147,7 +153,10 @@ impl UpstreamAuthorization {
     /// RFC 9728 from the upstream: its 401's `resource_metadata`, else the well-known URL.
     async fn discover_issuer(&self) -> Result<String, AsError> {
         let upstream = Url::parse(&self.upstream_url).map_err(|_| unavailable("the upstream's url is not a URL"))?;
-        let probe = self.http.post(upstream.clone()).header("accept", "application/json, text/event-stream")
+        let probe = self
+            .http
+            .post(upstream.clone())
+            .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .body(json!({ "jsonrpc": "2.0", "id": 0, "method": "ping" }).to_string());
         let header = match probe.send().await {
@@ -174,7 +183,9 @@ impl UpstreamAuthorization {
                 return Ok(issuer.to_owned());
             }
         }
-        Err(unavailable("the upstream names no authorization server (no RFC 9728 protected-resource metadata); set oauth.authorization_server"))
+        Err(unavailable(
+            "the upstream names no authorization server (no RFC 9728 protected-resource metadata); set oauth.authorization_server",
+        ))
     }
 
     /// RFC 8414 then OpenID discovery, for an issuer with or without a path; the document
@@ -199,7 +210,8 @@ impl UpstreamAuthorization {
     /// A JSON document, over the guarded client.
     async fn get_json(&self, url: &Url) -> Result<Value, AsError> {
         self.check(url)?;
-        let response = self.http.get(url.clone()).header("accept", "application/json").send().await.map_err(|_| unavailable("unreachable"))?;
+        let response =
+            self.http.get(url.clone()).header("accept", "application/json").send().await.map_err(|_| unavailable("unreachable"))?;
         if response.status() != reqwest::StatusCode::OK {
             return Err(unavailable("not found"));
         }
@@ -223,7 +235,8 @@ impl UpstreamAuthorization {
         let auth = AuthUrl::new(metadata.authorization_endpoint.clone()).map_err(|_| unavailable("bad authorization_endpoint"))?;
         let token = TokenUrl::new(metadata.token_endpoint.clone()).map_err(|_| unavailable("bad token_endpoint"))?;
         let redirect = RedirectUrl::new(self.redirect_uri.clone()).map_err(|_| unavailable("bad redirect URI"))?;
-        let mut built = BasicClient::new(ClientId::new(client.client_id.clone())).set_auth_uri(auth).set_token_uri(token).set_redirect_uri(redirect);
+        let mut built =
+            BasicClient::new(ClientId::new(client.client_id.clone())).set_auth_uri(auth).set_token_uri(token).set_redirect_uri(redirect);
         if let Some(secret) = &client.secret {
             built = built.set_client_secret(ClientSecret::new(secret.clone()));
         }
@@ -303,16 +316,28 @@ impl UpstreamAuthorization {
         let Some(endpoint) = metadata.registration_endpoint.as_deref() else { return Ok(None) };
         let url = Url::parse(endpoint).map_err(|_| unavailable("bad registration_endpoint"))?;
         self.check(&url)?;
+        // Client credentials too when they list the upstream's tools (`discovery`).
+        let mut grant_types = vec!["authorization_code", "refresh_token"];
+        if self.settings.discovery == crate::config::upstreams::Discovery::ClientCredentials {
+            grant_types.push("client_credentials");
+        }
         let body = json!({
             "client_name": client_name,
             "redirect_uris": [self.redirect_uri],
-            "grant_types": ["authorization_code", "refresh_token"],
+            "grant_types": grant_types,
             "response_types": ["code"],
             "token_endpoint_auth_method": "client_secret_basic",
             "application_type": "web",
             "scope": self.settings.scopes.join(" "),
         });
-        let response = self.http.post(url).header("content-type", "application/json").body(body.to_string()).send().await.map_err(|_| unavailable("the registration endpoint could not be reached"))?;
+        let response = self
+            .http
+            .post(url)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|_| unavailable("the registration endpoint could not be reached"))?;
         let status = response.status();
         let answer: Value = small_body(response).await.and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
         let client_id = answer.get("client_id").and_then(Value::as_str).filter(|id| !id.is_empty() && id.len() <= 512);
@@ -323,7 +348,7 @@ impl UpstreamAuthorization {
             })),
             _ => {
                 let error = answer.get("error").and_then(Value::as_str).unwrap_or("no client_id in the answer");
-                Err(AsError::Refused(format!("registration: HTTP {}: {}", status.as_u16(), crate::untrusted::text::clip(error, 100).0)))
+                Err(AsError::Refused(format!("registration: HTTP {}: {}", status.as_u16(), crate::untrusted::text::escaped(error, 100))))
             }
         }
     }
@@ -376,11 +401,12 @@ fn token_set(response: &oauth2::basic::BasicTokenResponse, old_refresh: Option<&
 fn token_error<E: std::error::Error>(e: RequestTokenError<E, oauth2::StandardErrorResponse<BasicErrorResponseType>>) -> AsError {
     match e {
         RequestTokenError::ServerResponse(r) => {
-            let what = r.error().to_string();
+            // The server's own words: bounded and escaped before they reach a log or a record.
+            let what = crate::untrusted::text::escaped(&r.error().to_string(), 64).to_string();
             match r.error() {
-                BasicErrorResponseType::InvalidGrant | BasicErrorResponseType::InvalidClient | BasicErrorResponseType::UnauthorizedClient => {
-                    AsError::Refused(what)
-                }
+                BasicErrorResponseType::InvalidGrant
+                | BasicErrorResponseType::InvalidClient
+                | BasicErrorResponseType::UnauthorizedClient => AsError::Refused(what),
                 _ => AsError::Unavailable(format!("the token endpoint answered {what}")),
             }
         }
@@ -416,7 +442,10 @@ mod tests {
     fn the_resource_metadata_parameter_is_read_quoted_or_bare() {
         let h = r#"Bearer error="invalid_token", resource_metadata="https://u.example/.well-known/oauth-protected-resource/mcp""#;
         assert_eq!(resource_metadata_param(h).as_deref(), Some("https://u.example/.well-known/oauth-protected-resource/mcp"));
-        assert_eq!(resource_metadata_param("Bearer resource_metadata=https://u.example/x, scope=a").as_deref(), Some("https://u.example/x"));
+        assert_eq!(
+            resource_metadata_param("Bearer resource_metadata=https://u.example/x, scope=a").as_deref(),
+            Some("https://u.example/x")
+        );
         assert_eq!(resource_metadata_param("Bearer realm=x"), None);
     }
 

@@ -95,7 +95,19 @@ impl Vault {
         };
         db::connect_insert(&self.store, &row, now_ms()).await?;
         self.event("elicit", Outcome::Ok, upstream, Some(principal), "connect link sent").await;
-        Ok(ConnectLink { url: format!("{}/oauth/connect/{upstream}?c={secret}", self.public_origin()), elicitation_id: id[..32].to_owned() })
+        Ok(ConnectLink {
+            url: format!("{}/oauth/connect/{upstream}?c={secret}", self.public_origin()),
+            elicitation_id: id[..32].to_owned(),
+        })
+    }
+
+    /// Deletes connect transactions that expired (any replica may; the others find nothing).
+    pub async fn purge(&self) {
+        match db::connects_purge(&self.store, now_ms()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(deleted = n, "vault: expired connect transactions deleted"),
+            Err(e) => tracing::warn!(error = %e, "vault: cannot delete expired connect transactions"),
+        }
     }
 
     /// Where a caller without URL elicitation connects by hand.
@@ -156,7 +168,14 @@ impl Vault {
 
     /// The identity provider's callback for a vault step (`state` starts with
     /// [`STATE_PREFIX`]).
-    pub async fn signed_in(&self, state: &str, code: Option<&str>, error: Option<&str>, iss: Option<&str>, cookie: Option<&str>) -> Result<ConnectNext, PageError> {
+    pub async fn signed_in(
+        &self,
+        state: &str,
+        code: Option<&str>,
+        error: Option<&str>,
+        iss: Option<&str>,
+        cookie: Option<&str>,
+    ) -> Result<ConnectNext, PageError> {
         let row = self.bound_by_state(state, cookie, "idp").await?;
         if !db::connect_advance(&self.store, &row.id, "idp", "signing-in", db::Step::default(), now_ms()).await.map_err(db_error)? {
             return Err(PageError::new(400, "this sign-in was already completed or has expired"));
@@ -177,9 +196,13 @@ impl Vault {
         {
             // UEL-05: a link opened by someone else is spent, and nothing is stored.
             let _ = db::connect_advance(&self.store, &row.id, "signing-in", "refused", db::Step::default(), now_ms()).await;
-            let detail = format!("the connect link was opened by another user ({})", crate::untrusted::text::clip(&identity.subject, 128).0);
+            let detail =
+                format!("the connect link was opened by another user ({})", crate::untrusted::text::escaped(&identity.subject, 128));
             self.event("failure", Outcome::Denied, &row.upstream, Some(principal), &detail).await;
-            return Err(PageError::new(403, "this link was made for another user than the one signed in here; nothing was connected. Ask your application for a new link while signed in as yourself."));
+            return Err(PageError::new(
+                403,
+                "this link was made for another user than the one signed in here; nothing was connected. Ask your application for a new link while signed in as yourself.",
+            ));
         }
         let identity_json = serde_json::to_string(&identity).map_err(|_| PageError::new(500, "cannot keep the sign-in"))?;
         let step = db::Step { identity: Some(&identity_json), ..db::Step::default() };
@@ -228,7 +251,8 @@ impl Vault {
         let client = self.client(&auth).await.map_err(unavailable)?;
         let state = random_secret();
         let (url, verifier) = auth.authorize_url(&metadata, &client, &state).map_err(unavailable)?;
-        let pending = serde_json::to_string(&Pending::Upstream { verifier, issuer: metadata.issuer.clone() }).map_err(|_| PageError::new(500, "cannot start"))?;
+        let pending = serde_json::to_string(&Pending::Upstream { verifier, issuer: metadata.issuer.clone() })
+            .map_err(|_| PageError::new(500, "cannot start"))?;
         let step = db::Step { state_hash: Some(&hash(&state)), pending: Some(&pending), ..db::Step::default() };
         if !db::connect_advance(&self.store, id, "confirm", "upstream", step, now_ms()).await.map_err(db_error)? {
             return Err(PageError::new(400, "this connect page was already answered or has expired"));
@@ -263,7 +287,7 @@ impl Vault {
             async move { self.event("failure", Outcome::Denied, upstream, Some(&principal), &why).await }
         };
         if let Some(error) = error {
-            failed(format!("the upstream's authorization server answered {}", crate::untrusted::text::clip(error, 64).0)).await;
+            failed(format!("the upstream's authorization server answered {}", crate::untrusted::text::escaped(error, 64))).await;
             return Err(PageError::new(400, "the authorization at the upstream did not complete; nothing was connected"));
         }
         let code = code.ok_or_else(|| PageError::new(400, "the answer has no code"))?;
@@ -271,7 +295,10 @@ impl Vault {
         let unavailable = |_| PageError::new(503, "the upstream's authorization server cannot be used right now; try again later");
         let metadata = auth.metadata().await.map_err(unavailable)?;
         // RFC 9207: the answer must come from the server the browser was sent to.
-        if metadata.issuer != issuer || (metadata.iss_parameter && iss != Some(metadata.issuer.as_str())) || iss.is_some_and(|i| i != metadata.issuer) {
+        if metadata.issuer != issuer
+            || (metadata.iss_parameter && iss != Some(metadata.issuer.as_str()))
+            || iss.is_some_and(|i| i != metadata.issuer)
+        {
             failed("the authorization response's iss is not the upstream's authorization server (RFC 9207)".into()).await;
             return Err(PageError::new(400, "this answer did not come from the upstream's authorization server; nothing was connected"));
         }
@@ -280,12 +307,24 @@ impl Vault {
             Ok(tokens) => tokens,
             Err(e) => {
                 failed(format!("the code exchange failed: {e}")).await;
-                return Err(PageError::new(400, "the upstream's authorization server refused the connection; start again from your application"));
+                return Err(PageError::new(
+                    400,
+                    "the upstream's authorization server refused the connection; start again from your application",
+                ));
             }
         };
-        self.store_tokens(&principal, upstream, &tokens).await.map_err(|_| PageError::new(503, "the vault cannot be written right now; try again"))?;
+        self.store_tokens(&principal, upstream, &tokens)
+            .await
+            .map_err(|_| PageError::new(503, "the vault cannot be written right now; try again"))?;
         db::connect_advance(&self.store, &row.id, "exchanging", "done", db::Step::default(), now_ms()).await.map_err(db_error)?;
-        self.event("connect", Outcome::Ok, upstream, Some(&principal), &format!("connected (scopes: {})", crate::untrusted::text::clip(&tokens.scope, 256).0)).await;
+        self.event(
+            "connect",
+            Outcome::Ok,
+            upstream,
+            Some(&principal),
+            &format!("connected (scopes: {})", crate::untrusted::text::escaped(&tokens.scope, 256)),
+        )
+        .await;
         Ok(upstream.to_owned())
     }
 
@@ -296,12 +335,25 @@ impl Vault {
         let keys = user_keys(self.auth_server.issuer(), &identity);
         let connections = self.connections_of(&keys).await.map_err(|_| PageError::new(503, "the vault cannot be read right now"))?;
         let unconnected = per_user.iter().filter(|u| !connections.iter().any(|c| &&c.upstream == u)).cloned().collect();
-        Ok(ManageView { id: id.to_owned(), csrf: csrf_token(cookie.unwrap_or_default(), id), user: display(&identity), connections, unconnected })
+        Ok(ManageView {
+            id: id.to_owned(),
+            csrf: csrf_token(cookie.unwrap_or_default(), id),
+            user: display(&identity),
+            connections,
+            unconnected,
+        })
     }
 
     /// A connections-page action: `disconnect` a connection of this user, or `connect` an
     /// upstream (then the confirmation page).
-    pub async fn manage_action(&self, id: &str, csrf: &str, action: &str, target: &str, cookie: Option<&str>) -> Result<ConnectNext, PageError> {
+    pub async fn manage_action(
+        &self,
+        id: &str,
+        csrf: &str,
+        action: &str,
+        target: &str,
+        cookie: Option<&str>,
+    ) -> Result<ConnectNext, PageError> {
         let row = self.bound(id, cookie, "manage").await?;
         if !constant_time_eq(csrf, &csrf_token(cookie.unwrap_or_default(), id)) {
             return Err(PageError::new(403, "this form is not from this browser's connections page; start again"));
@@ -310,7 +362,9 @@ impl Vault {
         let keys = user_keys(self.auth_server.issuer(), &identity);
         match action {
             "disconnect" => {
-                self.revoke(target, Some(&keys), "the user").await.map_err(|_| PageError::new(503, "the vault cannot be written right now"))?;
+                self.revoke(target, Some(&keys), "the user")
+                    .await
+                    .map_err(|_| PageError::new(503, "the vault cannot be written right now"))?;
                 Ok(ConnectNext::Manage { id: id.to_owned() })
             }
             "connect" if self.authorization(target).is_some() => {
@@ -335,7 +389,12 @@ impl Vault {
     }
 
     async fn bound_by_state(&self, state: &str, cookie: Option<&str>, stage: &str) -> Result<db::ConnectRow, PageError> {
-        let gone = || PageError::new(400, "this answer matches no connection in progress (unknown, used or expired state); start again from your application");
+        let gone = || {
+            PageError::new(
+                400,
+                "this answer matches no connection in progress (unknown, used or expired state); start again from your application",
+            )
+        };
         if state.len() > 128 {
             return Err(gone());
         }

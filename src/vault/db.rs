@@ -9,6 +9,8 @@ use crate::store::{Store, on_pool};
 pub struct GrantRow {
     pub id: String,
     pub principal: String,
+    /// The user's subject (the part of `principal` after the issuer), for operators' filters.
+    pub subject: String,
     pub upstream: String,
     pub key_id: String,
     pub sealed: String,
@@ -24,7 +26,7 @@ pub struct GrantRow {
 macro_rules! grant_select {
     ($rest:literal) => {
         concat!(
-            "SELECT id, principal, upstream, key_id, sealed, scopes, expires_ms, version, lease_until_ms, created_ms, updated_ms, used_ms FROM vault_grants ",
+            "SELECT id, principal, subject, upstream, key_id, sealed, scopes, expires_ms, version, lease_until_ms, created_ms, updated_ms, used_ms FROM vault_grants ",
             $rest
         )
     };
@@ -46,23 +48,27 @@ pub async fn grants_of(store: &Store, keys: &[String; 2]) -> Result<Vec<GrantRow
     on_pool!(store, |pool| sqlx::query_as::<_, GrantRow>(sql).bind(&keys[0]).bind(&keys[1]).fetch_all(pool).await)
 }
 
-/// Every grant, newest first, at most `limit`.
-pub async fn grants_all(store: &Store, limit: i64) -> Result<Vec<GrantRow>, sqlx::Error> {
-    let sql = grant_select!("ORDER BY updated_ms DESC LIMIT $1");
-    on_pool!(store, |pool| sqlx::query_as::<_, GrantRow>(sql).bind(limit).fetch_all(pool).await)
+/// Grants newest first, at most `limit`, of one user (by subject) and one upstream when given
+/// (an empty string: any).
+pub async fn grants_all(store: &Store, subject: &str, upstream: &str, limit: i64) -> Result<Vec<GrantRow>, sqlx::Error> {
+    let sql = grant_select!(
+        "WHERE (CAST($1 AS TEXT) = '' OR subject = $1) AND (CAST($2 AS TEXT) = '' OR upstream = $2) ORDER BY updated_ms DESC LIMIT $3"
+    );
+    on_pool!(store, |pool| sqlx::query_as::<_, GrantRow>(sql).bind(subject).bind(upstream).bind(limit).fetch_all(pool).await)
 }
 
 /// Stores a new connection for (principal, upstream), replacing any earlier one.
 pub async fn grant_put(store: &Store, row: &GrantRow) -> Result<(), sqlx::Error> {
     let delete = "DELETE FROM vault_grants WHERE principal = $1 AND upstream = $2";
-    let insert = "INSERT INTO vault_grants (id, principal, upstream, key_id, sealed, scopes, expires_ms, version, lease_until_ms, created_ms, updated_ms, used_ms) \
-                  VALUES ($1, $2, $3, $4, $5, $6, $7, 1, 0, $8, $8, 0)";
+    let insert = "INSERT INTO vault_grants (id, principal, subject, upstream, key_id, sealed, scopes, expires_ms, version, lease_until_ms, created_ms, updated_ms, used_ms) \
+                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, 0, $9, $9, 0)";
     on_pool!(store, |pool| {
         let mut tx = pool.begin().await?;
         sqlx::query(delete).bind(&row.principal).bind(&row.upstream).execute(&mut *tx).await?;
         sqlx::query(insert)
             .bind(&row.id)
             .bind(&row.principal)
+            .bind(&row.subject)
             .bind(&row.upstream)
             .bind(&row.key_id)
             .bind(&row.sealed)
@@ -79,13 +85,28 @@ pub async fn grant_put(store: &Store, row: &GrantRow) -> Result<(), sqlx::Error>
 /// replica holds it or the grant changed meanwhile.
 pub async fn grant_lease(store: &Store, id: &str, version: i64, now: i64, until: i64) -> Result<bool, sqlx::Error> {
     let sql = "UPDATE vault_grants SET lease_until_ms = $1 WHERE id = $2 AND version = $3 AND lease_until_ms < $4";
-    let n = on_pool!(store, |pool| sqlx::query(sql).bind(until).bind(id).bind(version).bind(now).execute(pool).await.map(|r| r.rows_affected()))?;
+    let n = on_pool!(store, |pool| sqlx::query(sql)
+        .bind(until)
+        .bind(id)
+        .bind(version)
+        .bind(now)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected()))?;
     Ok(n == 1)
 }
 
 /// Writes grant `id`'s new tokens (a refresh, or a re-seal with the current key) if it is
 /// still at `version`; the version grows by one and the lease ends.
-pub async fn grant_update(store: &Store, id: &str, version: i64, key_id: &str, sealed: &str, expires_ms: i64, now: i64) -> Result<bool, sqlx::Error> {
+pub async fn grant_update(
+    store: &Store,
+    id: &str,
+    version: i64,
+    key_id: &str,
+    sealed: &str,
+    expires_ms: i64,
+    now: i64,
+) -> Result<bool, sqlx::Error> {
     let sql = "UPDATE vault_grants SET key_id = $1, sealed = $2, expires_ms = $3, version = version + 1, lease_until_ms = 0, updated_ms = $4 \
                WHERE id = $5 AND version = $6";
     let n = on_pool!(store, |pool| sqlx::query(sql)
@@ -110,6 +131,23 @@ pub async fn grant_used(store: &Store, id: &str, now: i64) -> Result<(), sqlx::E
 pub async fn grant_delete(store: &Store, id: &str) -> Result<bool, sqlx::Error> {
     let sql = "DELETE FROM vault_grants WHERE id = $1";
     let n = on_pool!(store, |pool| sqlx::query(sql).bind(id).execute(pool).await.map(|r| r.rows_affected()))?;
+    Ok(n == 1)
+}
+
+/// Seals grant `id` again (another key) if it is still at `version` and no replica holds its
+/// refresh lease: a refresh in progress keeps its right to write.
+pub async fn grant_reseal(store: &Store, id: &str, version: i64, key_id: &str, sealed: &str, now: i64) -> Result<bool, sqlx::Error> {
+    let sql =
+        "UPDATE vault_grants SET key_id = $1, sealed = $2, version = version + 1 WHERE id = $3 AND version = $4 AND lease_until_ms < $5";
+    let n = on_pool!(store, |pool| sqlx::query(sql)
+        .bind(key_id)
+        .bind(sealed)
+        .bind(id)
+        .bind(version)
+        .bind(now)
+        .execute(pool)
+        .await
+        .map(|r| r.rows_affected()))?;
     Ok(n == 1)
 }
 
@@ -154,7 +192,10 @@ pub async fn connect_insert(store: &Store, row: &ConnectRow, now: i64) -> Result
 
 macro_rules! connect_select {
     ($rest:literal) => {
-        concat!("SELECT id, principal, upstream, stage, browser_hash, state_hash, pending, identity, expires_ms FROM vault_connects ", $rest)
+        concat!(
+            "SELECT id, principal, upstream, stage, browser_hash, state_hash, pending, identity, expires_ms FROM vault_connects ",
+            $rest
+        )
     };
 }
 

@@ -79,6 +79,7 @@ impl Vault {
         let row = db::GrantRow {
             id: id.clone(),
             principal: principal.to_owned(),
+            subject: principal.split_once('\u{1f}').map_or(principal, |(_, s)| s).to_owned(),
             upstream: upstream.to_owned(),
             key_id,
             sealed,
@@ -102,7 +103,14 @@ impl Vault {
         loop {
             let Some(row) = db::grant_get(&self.store, principal, upstream).await? else { return Ok(None) };
             let Some(secrets) = self.open_row(&row) else {
-                self.event("failure", Outcome::Denied, upstream, Some(principal), "the stored connection does not open (altered, or its key is no longer listed): not used; the user must connect again").await;
+                self.event(
+                    "failure",
+                    Outcome::Denied,
+                    upstream,
+                    Some(principal),
+                    "the stored connection does not open (altered, or its key is no longer listed): not used; the user must connect again",
+                )
+                .await;
                 return Ok(None);
             };
             let now = now_ms();
@@ -115,7 +123,8 @@ impl Vault {
                     self.used(&row, now).await;
                     return Ok(Some(Access { token: secrets.access_token.into(), expires_ms: row.expires_ms }));
                 }
-                self.event("failure", Outcome::Denied, upstream, Some(principal), "the access token expired and there is no refresh token").await;
+                self.event("failure", Outcome::Denied, upstream, Some(principal), "the access token expired and there is no refresh token")
+                    .await;
                 return Ok(None);
             };
             if db::grant_lease(&self.store, &row.id, row.version, now, now + LEASE_MS).await? {
@@ -142,8 +151,16 @@ impl Vault {
             Ok(tokens) => {
                 let secrets = Secrets { access_token: tokens.access_token.clone(), refresh_token: tokens.refresh_token.clone() };
                 let (key_id, sealed) = self.seal_for(&row.id, &row.principal, upstream, &secrets);
-                // The lease is ours, so the version is still the one read.
-                db::grant_update(&self.store, &row.id, row.version, &key_id, &sealed, tokens.expires_ms, now_ms()).await?;
+                // The lease is ours, so the version is still the one read, unless the user
+                // connected again or the connection was revoked meanwhile: then these tokens
+                // belong to nothing.
+                if !db::grant_update(&self.store, &row.id, row.version, &key_id, &sealed, tokens.expires_ms, now_ms()).await? {
+                    tracing::warn!(
+                        upstream,
+                        "vault: a refreshed connection was replaced or revoked during its refresh; its new tokens are dropped"
+                    );
+                    return Ok(None);
+                }
                 self.event("refresh", Outcome::Ok, upstream, Some(&row.principal), "tokens refreshed").await;
                 Ok(Some(Access { token: tokens.access_token.into(), expires_ms: tokens.expires_ms }))
             }
@@ -204,9 +221,11 @@ impl Vault {
         Ok(db::grants_of(&self.store, &keys).await?.into_iter().map(|g| g.upstream).collect())
     }
 
-    /// Every connection, newest first, at most `limit` (operators).
-    pub async fn connections(&self, limit: i64) -> Result<Vec<ConnectionView>, VaultError> {
-        Ok(db::grants_all(&self.store, limit).await?.iter().map(view).collect())
+    /// Connections newest first, at most `limit`, of one user (subject) and upstream when
+    /// given (operators).
+    pub async fn connections(&self, subject: Option<&str>, upstream: Option<&str>, limit: i64) -> Result<Vec<ConnectionView>, VaultError> {
+        let rows = db::grants_all(&self.store, subject.unwrap_or_default(), upstream.unwrap_or_default(), limit).await?;
+        Ok(rows.iter().map(view).collect())
     }
 
     /// Seals every record still sealed with an older key with the current one (at start-up,
@@ -219,7 +238,7 @@ impl Vault {
             for row in &rows {
                 let Some(secrets) = self.open_row(row) else { continue };
                 let (key_id, sealed) = self.seal_for(&row.id, &row.principal, &row.upstream, &secrets);
-                if db::grant_update(&self.store, &row.id, row.version, &key_id, &sealed, row.expires_ms, now_ms()).await? {
+                if db::grant_reseal(&self.store, &row.id, row.version, &key_id, &sealed, now_ms()).await? {
                     done += 1;
                     progressed = true;
                 }

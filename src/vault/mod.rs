@@ -72,7 +72,12 @@ impl From<sqlx::Error> for VaultError {
 
 impl Vault {
     /// Loads the keys; the error names the setting to fix.
-    pub fn new(settings: &VaultSettings, store: Store, auth_server: Arc<AuthServer>, audit: Option<Arc<AuditLog>>) -> Result<Arc<Self>, String> {
+    pub fn new(
+        settings: &VaultSettings,
+        store: Store,
+        auth_server: Arc<AuthServer>,
+        audit: Option<Arc<AuditLog>>,
+    ) -> Result<Arc<Self>, String> {
         let sealer = Sealer::load(settings)?;
         Ok(Arc::new(Self {
             store,
@@ -165,7 +170,8 @@ impl Vault {
     fn open_client(&self, row: &db::ClientRow, aad: &str) -> Result<ClientIdentity, AsError> {
         let secret = match (&row.key_id, &row.sealed_secret) {
             (Some(key_id), Some(sealed)) => {
-                let plain = self.sealer.open(key_id, aad, sealed).map_err(|e| AsError::Unavailable(format!("toolgate's registration: {e}")))?;
+                let plain =
+                    self.sealer.open(key_id, aad, sealed).map_err(|e| AsError::Unavailable(format!("toolgate's registration: {e}")))?;
                 Some(String::from_utf8(plain).map_err(|_| AsError::Unavailable("toolgate's registration does not open".into()))?)
             }
             _ => None,

@@ -42,7 +42,8 @@ impl Sealer {
         if settings.keys.is_empty() {
             return Err("[vault] keys is empty: give at least one key (32 random bytes, base64: `openssl rand -base64 32`)".into());
         }
-        let keys = settings.keys.iter().enumerate().map(|(i, k)| Ok((k.id.clone(), read_key(k).map_err(|e| format!("vault.keys[{i}]: {e}"))?)));
+        let keys =
+            settings.keys.iter().enumerate().map(|(i, k)| Ok((k.id.clone(), read_key(k).map_err(|e| format!("vault.keys[{i}]: {e}"))?)));
         Ok(Self { keys: keys.collect::<Result<_, String>>()? })
     }
 
@@ -72,7 +73,8 @@ impl Sealer {
 
     /// What `seal` sealed with key `key_id` under `aad`.
     pub fn open(&self, key_id: &str, aad: &str, sealed: &str) -> Result<Vec<u8>, SealError> {
-        let (_, cipher) = self.keys.iter().find(|(id, _)| id == key_id).ok_or_else(|| SealError::UnknownKey(key_id.chars().take(64).collect()))?;
+        let (_, cipher) =
+            self.keys.iter().find(|(id, _)| id == key_id).ok_or_else(|| SealError::UnknownKey(key_id.chars().take(64).collect()))?;
         let raw = URL_SAFE_NO_PAD.decode(sealed).map_err(|_| SealError::Tampered)?;
         if raw.len() < NONCE_LEN + 16 {
             return Err(SealError::Tampered);

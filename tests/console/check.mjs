@@ -1,7 +1,8 @@
 // Drives the admin console in Chromium (Debian's, through playwright-core) against a running
 // toolgate, as an operator would: token, tools, enable/disable, reload, a tool try-out, the
 // audit log with a filter and a CSV export, sessions, virtual servers (a refused and a stored
-// definition, its served tools, deleting it), upstreams, overview. Screenshots of every
+// definition, its served tools, deleting it), upstreams, overview; with the vault on, users'
+// connections (filtered, one disconnected). Screenshots of every
 // view go to SHOTS. Any error in the page's console (or an uncaught exception) fails the run,
 // except the refusals a step provokes on purpose (a bad token's 401/403).
 //
@@ -10,7 +11,7 @@
 //   CHROMIUM        the browser binary (/usr/bin/chromium)
 //   ADMIN           the admin listener's base URL (http://127.0.0.1:PORT)
 //   MCP             the MCP endpoint (for a live session to list)
-//   MODE            "token" (auth on: ADMIN_TOKEN, MCP_ONLY_TOKEN) or "off"
+//   MODE            "token" (auth on: ADMIN_TOKEN, MCP_ONLY_TOKEN), "off", or "vault" (ADMIN_TOKEN)
 //   SHOTS           where screenshots and the exported file go
 // Prints `PASS <check>` / `FAIL <check>: <why>` lines; exits 1 on any failure.
 
@@ -136,6 +137,7 @@ async function main() {
 
   try {
     if (MODE === "token") await tokenRun(page, (s) => (session = s));
+    else if (MODE === "vault") await vaultRun(page);
     else await openRun(page);
   } finally {
     if (session) session.close();
@@ -331,6 +333,13 @@ async function tokenRun(page, keepSession) {
     assert(text.includes("authorization server is off"), text);
   });
 
+  await check("connections: says when the vault is off", async () => {
+    await nav(page, "connections");
+    const text = await page.textContent("#view");
+    assert(text.includes("The vault is off") && text.includes("[vault] keys"), text);
+    await shot(page, "09a-connections-off");
+  });
+
   await check("upstreams: state and last error", async () => {
     await nav(page, "upstreams");
     await page.waitForSelector("#view table");
@@ -378,6 +387,61 @@ async function tokenRun(page, keepSession) {
     await page.click("#sign-out");
     await page.waitForSelector("#login:not([hidden])");
     assert((await page.evaluate(() => sessionStorage.getItem("toolgate-admin-token"))) === null, "gone from sessionStorage");
+  });
+}
+
+/// The vault on: users' connections listed, filtered and disconnected.
+async function vaultRun(page) {
+  const alice = "0190c0de-0000-7000-8000-00000000a11c";
+  const bob = "0190c0de-0000-7000-8000-0000000000b0";
+  const aliceTickets = "0190c0de-0000-7000-8000-0000000a11c2";
+
+  await check("vault: login with the operator's token", async () => {
+    await page.goto(`${ADMIN}/admin/console`);
+    await page.waitForSelector("#login:not([hidden])");
+    await page.fill("#token", ADMIN_TOKEN);
+    await page.click("#login-form button[type=submit]");
+    await page.waitForSelector('#view[data-view="overview"] .stat');
+  });
+
+  await check("connections: every user's, newest first, never a token", async () => {
+    await nav(page, "connections");
+    await page.waitForSelector(`tr[data-connection-row="${aliceTickets}"]`);
+    const ids = await page.$$eval("tr[data-connection-row]", (rows) => rows.map((r) => r.getAttribute("data-connection-row")));
+    assert(JSON.stringify(ids) === JSON.stringify([aliceTickets, alice, bob]), `newest first: ${ids}`);
+    const text = await page.textContent("#view");
+    assert(text.includes("tickets:read") && text.includes("alice") && text.includes("bob"), text.slice(0, 300));
+    assert(!text.includes("not-a-sealed-record"), "the sealed record is never shown");
+    await shot(page, "12-connections");
+  });
+
+  await check("connections: filtered by user, then by upstream", async () => {
+    await page.fill('input[name="user"]', "alice");
+    await page.click('form.filters button[type="submit"]');
+    await page.waitForSelector(`tr[data-connection-row="${bob}"]`, { state: "detached" });
+    assert((await page.$$("tr[data-connection-row]")).length === 2, "alice's two");
+    await page.fill('input[name="upstream"]', "notes");
+    await page.click('form.filters button[type="submit"]');
+    await page.waitForSelector(`tr[data-connection-row="${aliceTickets}"]`, { state: "detached" });
+    assert((await page.$$("tr[data-connection-row]")).length === 1, "alice's at notes only");
+  });
+
+  await check("connections: disconnect through the button", async () => {
+    page.once("dialog", (d) => d.accept());
+    await page.click(`button[data-connection="${alice}"]`);
+    await page.waitForSelector("#view p.empty");
+    assert((await page.textContent("#view p.empty")).includes("No connections match"), "none left for the filter");
+    const left = await api("GET", "/admin/connections");
+    assert(left.status === 200 && left.body.enabled === true, `GET: ${JSON.stringify(left.body)}`);
+    const ids = left.body.connections.map((c) => c.id);
+    assert(!ids.includes(alice) && ids.includes(bob) && ids.includes(aliceTickets), `left: ${ids}`);
+    const again = await api("DELETE", `/admin/connections/${alice}`);
+    assert(again.status === 404, `a second DELETE: ${again.status}`);
+    await page.fill('input[name="user"]', "");
+    await page.fill('input[name="upstream"]', "");
+    await page.click('form.filters button[type="submit"]');
+    await page.waitForSelector(`tr[data-connection-row="${bob}"]`);
+    await shot(page, "13-connections-after");
   });
 }
 
