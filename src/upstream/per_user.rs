@@ -70,6 +70,9 @@ async fn ask_to_connect(link: &Link, vault: &Vault, principal: &str, ctx: &ToolC
     let message = format!("{tool} works with your own account at {upstream}. Connect it in your browser; then the call goes on.");
     if ctx.protocol_version().era() == Era::Modern {
         let params = json!({ "mode": "url", "message": message, "url": link.url });
+        // Signed and bound to this tool and endpoint by the server: the retry's state says
+        // which connect it answers.
+        ctx.set_request_state(json!({ "connect": upstream, "elicitation": link.elicitation_id }));
         return Err(ctx.ask_again(InputRequest::elicit(key, params)));
     }
     let elicitation = json!({ "mode": "url", "elicitationId": link.elicitation_id, "url": link.url, "message": message });

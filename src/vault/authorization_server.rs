@@ -402,7 +402,7 @@ fn token_error<E: std::error::Error>(e: RequestTokenError<E, oauth2::StandardErr
     match e {
         RequestTokenError::ServerResponse(r) => {
             // The server's own words: bounded and escaped before they reach a log or a record.
-            let what = crate::untrusted::text::escaped(&r.error().to_string(), 64).to_string();
+            let what = crate::untrusted::text::escaped(r.error().as_ref(), 64).to_string();
             match r.error() {
                 BasicErrorResponseType::InvalidGrant
                 | BasicErrorResponseType::InvalidClient

@@ -15,7 +15,8 @@ use super::{Vault, VaultError, db};
 use crate::audit::Outcome;
 use crate::authserver::now_ms;
 
-/// Tokens are refreshed this long before they expire.
+/// Tokens are refreshed this long before they expire, or half their lifetime before when
+/// that is shorter (a server handing out 20 s tokens must not see a refresh per call).
 const RENEW_BEFORE_MS: i64 = 30_000;
 /// How long one replica may hold a grant's refresh lease.
 const LEASE_MS: i64 = 15_000;
@@ -114,7 +115,8 @@ impl Vault {
                 return Ok(None);
             };
             let now = now_ms();
-            if row.expires_ms - now > RENEW_BEFORE_MS {
+            let renew_before = RENEW_BEFORE_MS.min((row.expires_ms - row.updated_ms) / 2).max(1_000);
+            if row.expires_ms - now > renew_before {
                 self.used(&row, now).await;
                 return Ok(Some(Access { token: secrets.access_token.into(), expires_ms: row.expires_ms }));
             }
@@ -130,7 +132,14 @@ impl Vault {
             if db::grant_lease(&self.store, &row.id, row.version, now, now + LEASE_MS).await? {
                 return self.refresh(&row, refresh_token, &secrets).await;
             }
-            // Another replica (or call) is refreshing: wait for its new version.
+            // Another replica (or call) is refreshing, or tried within the lease and could not
+            // reach the server: the access token serves while it is still valid (waiting would
+            // stall every call for the lease's length when the server is down).
+            if row.expires_ms > now {
+                self.used(&row, now).await;
+                return Ok(Some(Access { token: secrets.access_token.into(), expires_ms: row.expires_ms }));
+            }
+            // Expired: wait for the new version.
             if now - waited_since > LEASE_MS + 5_000 {
                 return Err(VaultError::Unavailable("a refresh of this connection is taking too long".into()));
             }
@@ -162,6 +171,7 @@ impl Vault {
                     return Ok(None);
                 }
                 self.event("refresh", Outcome::Ok, upstream, Some(&row.principal), "tokens refreshed").await;
+                self.event("use", Outcome::Ok, upstream, Some(&row.principal), "a call went out with the user's token").await;
                 Ok(Some(Access { token: tokens.access_token.into(), expires_ms: tokens.expires_ms }))
             }
             Err(AsError::Refused(why)) => {

@@ -75,5 +75,6 @@ mod upstreams_admin;
 mod upstreams_http;
 mod upstreams_modern;
 mod upstreams_oauth;
+mod vault_connect;
 mod virtual_servers;
 mod virtual_servers_admin;

@@ -26,19 +26,26 @@
 #          DELETE /admin/connections/{id}, then -32042 again
 #   bob    TypeScript SDK 1.x, 2025-11-25 (tests/e2e/connect/ts_connect_client.mjs): the SDK's
 #          UrlElicitationRequiredError; connect (once alice's abuse checks are done); his own notes;
-#          a refresh; revoke, then the error again
-#   carol  Python SDK 2.x, 2026-07-28 (tests/e2e/connect/py_modern_connect_client.py):
-#          input_required with inputRequests.connect_notes and a requestState; decline -> isError;
-#          the SDK's retry loop with the connect in the browser -> her account
-# then what the servers saw: forged and empty callbacks refused (400); the service's authorization
+#          a refresh; Disconnect on his own page /oauth/connections, then the error again
+#   carol  Python SDK 2.x, 2026-07-28 (tests/e2e/connect/py_modern_connect_client.py), through
+#          the upstream "found" (the same service, its authorization server discovered from the
+#          service's 401 instead of configured): input_required with inputRequests.connect_found
+#          and a requestState; decline -> isError; the SDK's retry loop with the connect in the
+#          browser -> her account; then her vault_grants row tampered with in the database
+#          (another user's sealed tokens moved in): not used, input_required again
+# Before them: forged and empty callbacks refused (400), /oauth/connections sends a browser
+# without a session to the identity provider, the admin API's /admin/connections (401 without a
+# token, empty with the operator's), both upstreams listed through client credentials (GET
+# /admin/upstreams). After them, what the servers saw: the service's authorization
 # server (every authorization request toolgate's, PKCE S256, state, resource; codes redeemed with
 # PKCE; a client-credentials token for the listing; refresh grants, each refresh token spent once
-# and issued before); the service (every bearer token one its authorization server issued to
+# and issued before, alice's and bob's connections refreshed after their access token expired,
+# the new token then used); the service (every bearer token one its authorization server issued to
 # toolgate-notes and accepted, never an MCP token of toolgate; every tool call on a user's token);
-# toolgate's database (vault_grants: only carol's row left, sealed with k1) and audit records of
-# kind connection (elicit, connect, use, refresh, revoke, failure); the vault metric; no token of
-# either authorization server, client secret or vault key in toolgate's log or audit records;
-# toolgate still healthy, no panic.
+# toolgate's database (vault_grants: nothing of alice's or bob's left, the rest sealed with k1), its
+# audit records of kind connection (elicit, connect, use, refresh, revoke, failure); the vault
+# metric; no token of either authorization server, client secret or vault key in toolgate's log
+# or audit records; toolgate still healthy, no panic.
 #
 # Needs tests/e2e/setup.sh to have run (components node22, node, py-mcp1, py-mcp2, oauth-as,
 # browser), openssl, sqlite3 and python3. Everything listens on 127.0.0.1 only. Prints a PASS or FAIL
@@ -151,7 +158,7 @@ start_service notes "$PY1" "$E2E/connect/notes_server.py" --issuer-file "$LOGS/n
   fail_early "the notes service start"
 NOTES_URL="$(json_field "$SERVICE_JSON" url)"
 start_service notes-as "$NODE" "$E2E/connect/notes_as.mjs" --resource "$NOTES_URL" \
-  --redirect-uri "$ISSUER/oauth/vault/callback/notes" --client-secret "$NOTES_CLIENT_SECRET" --rs-secret "$RS_SECRET" \
+  --redirect-uri "$ISSUER/oauth/vault/callback/notes" --redirect-uri "$ISSUER/oauth/vault/callback/found" --client-secret "$NOTES_CLIENT_SECRET" --rs-secret "$RS_SECRET" \
   --access-ttl "$ACCESS_TTL" || fail_early "the notes authorization server start"
 NOTES_AS="$(json_field "$SERVICE_JSON" issuer)"
 NOTES_AS_HOST="${NOTES_AS#http://}"
@@ -161,6 +168,27 @@ for _ in $(seq 200); do
   sleep 0.1
 done
 grep -q '"ready"' "$LOGS/notes.out" || { tail -n 20 "$LOGS/notes.log" >&2 && fail_early "the notes service serves"; }
+
+# The service refuses what its own authorization server did not issue it: no token, a made-up one.
+out="$(python3 - "$NOTES_URL" <<'EOF'
+import json, sys, urllib.request, urllib.error
+url = sys.argv[1]
+init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}}).encode()
+seen = []
+for bearer in (None, "made-up-token"):
+    req = urllib.request.Request(url, data=init, method="POST", headers={"content-type": "application/json", "accept": "application/json, text/event-stream"})
+    if bearer:
+        req.add_header("authorization", f"Bearer {bearer}")
+    try:
+        res = urllib.request.urlopen(req, timeout=15)
+        seen.append(f"{res.status}")
+    except urllib.error.HTTPError as e:
+        seen.append(f"{e.code} {e.headers.get('www-authenticate')}")
+print(" | ".join(seen))
+sys.exit(0 if all(x.startswith("401 ") and 'resource_metadata="' in x for x in seen) else 1)
+EOF
+)" && rc=0 || rc=1
+record "the service without a token and with a made-up one: 401 naming its resource metadata (RFC 9728) — $out" "$rc"
 
 # ---- toolgate ------------------------------------------------------------------------------------
 openssl rand -base64 32 >"$LOGS/vault-k1.key"
@@ -224,6 +252,14 @@ scopes = ["notes"]
 resource = "$NOTES_URL"
 discovery = "client_credentials"
 unconnected = "list"
+
+# The same service once more, its authorization server found the way MCP clients find it: the
+# service's 401 (resource_metadata, RFC 9728), then that server's metadata (RFC 8414 / OIDC).
+[upstreams.found]
+url = "$NOTES_URL"
+allow_private = true
+approval = "off"
+oauth = { grant = "user", private_hosts = ["$NOTES_AS_HOST"], client_id = "toolgate-notes", client_secret = { env = "NOTES_CLIENT_SECRET" }, scopes = ["notes"], discovery = "client_credentials" }
 EOF
 launch_toolgate() { # port
   TOOLGATE__SERVER__BIND="127.0.0.1:$1" TOOLGATE__ADMIN__BIND="127.0.0.1:0" TOOLGATE__LOG__FORMAT=json \
@@ -289,6 +325,28 @@ out="$(http GET "$ADMIN/admin/connections" "$ADMIN_TOKEN")"
 [[ "$out" =~ ^200\ -\ .*\"connections\":\ ?\[\] ]] && rc=0 || rc=1
 record "GET /admin/connections with the operator's token: 200, no connections yet — ${out:0:120}" "$rc"
 
+# The discovered authorization server: toolgate lists the service's tools for "found" too, with a
+# client-credentials token from the token endpoint it discovered.
+out="$(python3 - "$ADMIN/admin/upstreams" "$ADMIN_TOKEN" <<'EOF'
+import json, sys, time, urllib.request
+url, token = sys.argv[1:]
+deadline, entry = time.monotonic() + 15, None
+while time.monotonic() < deadline:
+    req = urllib.request.Request(url, headers={"authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        doc = json.load(r)
+    entry = {u.get("name"): u for u in doc.get("upstreams", [])}
+    if all(entry.get(n, {}).get("state") == "connected" for n in ("notes", "found")):
+        break
+    time.sleep(0.25)
+show = {n: {k: e.get(k) for k in ("state", "tools", "last_error")} for n, e in (entry or {}).items()}
+print(json.dumps(show))
+ok = all((entry or {}).get(n, {}).get("state") == "connected" and (entry or {}).get(n, {}).get("tools") for n in ("notes", "found"))
+sys.exit(0 if ok else 1)
+EOF
+)" && rc=0 || rc=1
+record "GET /admin/upstreams: notes (authorization server configured) and found (discovered from the 401) connected with their tools — ${out:0:300}" "$rc"
+
 # ---- the three users at once ---------------------------------------------------------------------
 COMMON=(--url "$MCP" --issuer "$ISSUER" --idp-issuer "$IDP" --upstream-issuer "$NOTES_AS" --browser "$BROWSER_URL")
 : >"$LOGS/mcp-tokens"
@@ -301,8 +359,8 @@ client_start py-alice "$PY1" "$E2E/connect/py_connect_client.py" "${COMMON[@]}" 
 client_start ts-bob "$NODE" "$E2E/connect/ts_connect_client.mjs" "${COMMON[@]}" --upstream-url "$NOTES_URL" \
   --admin-url "$ADMIN" --login bob --upstream-login octo-bob --notes-marker "bob:" --foreign-marker "alice:" \
   --wait-for "$LOGS/abuse.done" --tokens-file "$LOGS/mcp-tokens" --access-ttl "$ACCESS_TTL" --timeout "$((CLIENT_TIMEOUT - 10))"
-client_start py2-carol "$PY2" "$E2E/connect/py_modern_connect_client.py" "${COMMON[@]}" --login carol \
-  --upstream-login octo-carol --wait-for "$LOGS/abuse.done" --tokens-file "$LOGS/mcp-tokens" --timeout "$((CLIENT_TIMEOUT - 10))"
+client_start py2-carol "$PY2" "$E2E/connect/py_modern_connect_client.py" "${COMMON[@]}" --upstream found --login carol \
+  --upstream-login octo-carol --wait-for "$LOGS/abuse.done" --db "$DB" --tokens-file "$LOGS/mcp-tokens" --timeout "$((CLIENT_TIMEOUT - 10))"
 clients_collect
 log "the clients took $((SECONDS - clients_started)) s"
 
@@ -320,15 +378,17 @@ def lines(path, prefix):
     return out
 auth = lines(as_log, "[notes-as] authorize ")
 token = lines(as_log, "[notes-as] token ")
-bearers = lines(rs_log, "[notes] bearer ")
+probe = hashlib.sha256(b"made-up-token").hexdigest()[:16]  # this script's own probe, not toolgate's
+bearers = [b for b in lines(rs_log, "[notes] bearer ") if b["digest"] != probe]
 calls = lines(rs_log, "[notes] call ")
 mcp_digests = {hashlib.sha256(t.strip().encode()).hexdigest()[:16] for t in open(tokens_file) if t.strip()}
 problems, facts = [], []
 # every authorization request: toolgate's client, code flow, PKCE S256, state, the resource, the exact callback
 for a in auth:
-    want = {"client_id": "toolgate-notes", "response_type": "code", "code_challenge_method": "S256", "pkce": True, "state": True,
-            "resource": resource, "redirect_uri": f"{issuer}/oauth/vault/callback/notes"}
+    want = {"client_id": "toolgate-notes", "response_type": "code", "code_challenge_method": "S256", "pkce": True, "state": True, "resource": resource}
     bad = {k: a.get(k) for k, v in want.items() if a.get(k) != v}
+    if a.get("redirect_uri") not in (f"{issuer}/oauth/vault/callback/notes", f"{issuer}/oauth/vault/callback/found"):
+        bad["redirect_uri"] = a.get("redirect_uri")
     if bad or "notes" not in (a.get("scope") or "").split():
         problems.append(f"authorization request {a}")
 codes = [t for t in token if t["grant_type"] == "authorization_code"]
@@ -337,8 +397,8 @@ refresh = [t for t in token if t["grant_type"] == "refresh_token"]
 for t in codes:
     if t["status"] != 200 or not t["pkce"] or t["client_id"] != "toolgate-notes":
         problems.append(f"code redemption {t}")
-if len(auth) < 3 or len([t for t in codes if t["status"] == 200]) < 3:
-    problems.append(f"{len(auth)} authorization requests, {len(codes)} code redemptions: wanted 3 each (alice, bob, carol)")
+if len(auth) != 3 or len([t for t in codes if t["status"] == 200]) != 3:
+    problems.append(f"{len(auth)} authorization requests, {len(codes)} code redemptions: wanted exactly 3 each (alice, bob, carol; nobody else got there)")
 if not any(t["status"] == 200 and t["resource"] == resource for t in cc):
     problems.append(f"no client-credentials token for {resource} (discovery): {cc}")
 issued_rt = [t["issued_rt"] for t in token if t.get("issued_rt")]
@@ -356,6 +416,23 @@ for t in refresh:
 for t in token:
     if t["client_id"] != "toolgate-notes" or t["status"] == 401:
         problems.append(f"token request {t}")
+# Each connection's chain of refresh tokens: from its code grant, every refresh presents the
+# refresh token its predecessor issued (the latest one; rotation). A chain refreshed after its
+# access token's lifetime had passed, with the new access token then used at the service, is a
+# refresh after expiry; alice and bob each wait for one.
+bearer_digests = {b["digest"] for b in bearers}
+by_spent = {t["spent"]: t for t in refresh if t["status"] == 200}
+late_chains = 0
+for code in (t for t in codes if t["status"] == 200):
+    link, late = code, False
+    while link.get("issued_rt") in by_spent:
+        nxt = by_spent[link["issued_rt"]]
+        if nxt["t"] - code["t"] > (code.get("expires_in") or 0) * 1000 and nxt.get("issued_at") in bearer_digests:
+            late = True
+        link = nxt
+    late_chains += late
+if late_chains < 2:
+    problems.append(f"{late_chains} connections refreshed after their access token expired (and the new token used), wanted 2 (alice, bob)")
 issued_at = {t["issued_at"] for t in token if t.get("issued_at")}
 cc_at = {t["issued_at"] for t in cc if t.get("issued_at")}
 cc_refused = []
@@ -375,22 +452,26 @@ anon = [c for c in calls if not c.get("sub") or c["digest"] in cc_at]
 if anon:
     problems.append(f"tool calls on toolgate's own client-credentials token, not a user's: {anon[:3]}")
 subs = sorted({c.get("sub") for c in calls if c.get("sub")})
-facts.append(f"{len(auth)} authorization requests, {len(codes)} codes, {len(cc)} client-credentials, {len(refresh)} refreshes ({len(set(spent))} distinct refresh tokens), client auth {sorted({t['client_auth'] for t in token})}; the service saw {len(bearers)} bearer checks of {len({b['digest'] for b in bearers})} tokens ({len(cc_refused)} refusals of an expired client-credentials token), calls by {subs}")
+facts.append(f"{len(auth)} authorization requests, {len(codes)} codes, {len(cc)} client-credentials, {len(refresh)} refreshes ({len(set(spent))} distinct refresh tokens; {late_chains} connections refreshed after expiry), client auth {sorted({t['client_auth'] for t in token})}; the service saw {len(bearers)} bearer checks of {len({b['digest'] for b in bearers})} tokens ({len(cc_refused)} refusals of an expired client-credentials token), calls by {subs}")
 print("; ".join(problems[:6]) if problems else "; ".join(facts))
 sys.exit(1 if problems else 0)
 EOF
 )" || rc=$?
 record "the service's authorization server and the service: toolgate's client only, PKCE, state, resource; each refresh token spent once; only tokens that server issued, never an MCP token — $out" "$rc"
 
-# toolgate's database: the vault after the run (alice's and bob's connections revoked, carol's kept).
+# toolgate's database: the vault after the run. alice's and bob's connections were revoked;
+# carol's row (tampered with) may stay; every row sealed with k1, for notes, scope notes.
 rc=0
-out="$(sqlite3 -readonly "$DB" "SELECT count(*), coalesce(group_concat(DISTINCT key_id), ''), coalesce(group_concat(DISTINCT upstream), ''),
-    coalesce(group_concat(scopes, '|'), ''), coalesce(min(version), 0), coalesce(min(expires_ms), 0) FROM vault_grants" 2>&1)" || rc=$?
+out="$(sqlite3 -readonly -separator ' ' "$DB" "SELECT replace(principal, char(31), '/'), upstream, key_id, scopes, version FROM vault_grants" 2>&1)" || rc=$?
 if [ "$rc" = 0 ]; then
-  IFS='|' read -r n keys ups scopes version _ <<<"$out"
-  [ "$n" = 1 ] && [ "$keys" = k1 ] && [ "$ups" = notes ] && [[ "$scopes" == *notes* ]] && [ "$version" -ge 1 ] || rc=1
+  while read -r who up key scopes _; do
+    [ -n "$who" ] || continue
+    case "$who" in */alice | */bob) rc=1 ;; esac
+    [ "$up" = notes ] || [ "$up" = found ] || rc=1
+    [ "$key" = k1 ] && [[ "$scopes" == *notes* ]] || rc=1
+  done <<<"$out"
 fi
-record "vault_grants after the run: one row (carol's; alice's and bob's revoked), key k1, upstream notes, scopes notes — $out" "$rc"
+record "vault_grants after the run: none of alice's or bob's (revoked); the rest (carol's) sealed with k1 — $(tr '\n' ';' <<<"$out")" "$rc"
 
 # Audit records of kind connection: the events (the detail's first word) and outcomes.
 events="$(sqlite3 -readonly "$DB" "SELECT e || ':' || outcome || '=' || count(*) FROM
@@ -404,25 +485,27 @@ for item in sys.argv[1].split():
     key, _, n = item.rpartition("=")
     event = key.split(":")[0]
     counts[event] = counts.get(event, 0) + (int(n) if n.isdigit() else 0)
-want = {"elicit": 3, "connect": 3, "use": 5, "refresh": 2, "revoke": 2, "failure": 1}
+want = {"elicit": 3, "connect": 3, "use": 5, "refresh": 2, "revoke": 2, "failure": 2}
 short = {k: counts.get(k, 0) for k, n in want.items() if counts.get(k, 0) < n}
 unknown = [k for k in counts if k not in want]
 sys.exit(1 if short or unknown else 0)
 EOF
-record "audit records of kind connection: elicit, connect, use, refresh, revoke and failure (another user) — ${events:-none}" "$rc"
+record "audit records of kind connection: elicit, connect, use, refresh, revoke and failure (another user, the tampered row) — ${events:-none}" "$rc"
 rc=0
-out="$(sqlite3 -readonly "$DB" "SELECT count(*), sum(detail NOT LIKE '% notes%'), sum(coalesce(subject, '') = '') FROM audit_log WHERE kind = 'connection' AND detail NOT LIKE 'failure%'" 2>&1)" || rc=$?
+out="$(sqlite3 -readonly "$DB" "SELECT count(*), sum(detail NOT LIKE '% notes%' AND detail NOT LIKE '% found%'), sum(coalesce(subject, '') = '') FROM audit_log WHERE kind = 'connection' AND detail NOT LIKE 'failure%'" 2>&1)" || rc=$?
 [ "$rc" = 0 ] && [[ "$out" =~ ^[1-9][0-9]*\|0\|0$ ]] || rc=1
 record "every connection record names the upstream and the user (subject) — records|without upstream|without subject: $out" "$rc"
 
 # No secret in toolgate's log or audit records: the MCP tokens the clients held, every token of the
 # service's authorization server (by digest), toolgate's client secret there, the vault key.
 sqlite3 -readonly "$DB" "SELECT * FROM audit_log" >"$LOGS/audit.dump" 2>&1 || true
+sqlite3 -readonly "$DB" "SELECT * FROM vault_grants; SELECT * FROM vault_connects; SELECT * FROM vault_clients" >"$LOGS/vault.dump" 2>&1 || true
 rc=0
-out="$(python3 - "$LOGS/server.log" "$LOGS/audit.dump" "$LOGS/mcp-tokens" "$LOGS/notes-as.log" "$LOGS/vault-k1.key" "$NOTES_CLIENT_SECRET" <<'EOF'
+out="$(python3 - "$LOGS/server.log" "$LOGS/audit.dump" "$LOGS/vault.dump" "$LOGS/mcp-tokens" "$LOGS/notes-as.log" "$LOGS/vault-k1.key" "$NOTES_CLIENT_SECRET" <<'EOF'
 import hashlib, json, re, sys
-server_log, audit, tokens_file, as_log, key_file, secret = sys.argv[1:]
-texts = {"toolgate's log": open(server_log, errors="replace").read(), "the audit records": open(audit, errors="replace").read()}
+server_log, audit, vault, tokens_file, as_log, key_file, secret = sys.argv[1:]
+texts = {"toolgate's log": open(server_log, errors="replace").read(), "the audit records": open(audit, errors="replace").read(),
+         "the vault tables (in the clear)": open(vault, errors="replace").read()}
 mcp = [t.strip() for t in open(tokens_file) if t.strip()]
 issued = set()
 for line in open(as_log, errors="replace"):
@@ -450,7 +533,7 @@ print("; ".join(sorted(set(problems))) if problems else f"{len(mcp)} MCP tokens,
 sys.exit(1 if problems else 0)
 EOF
 )" || rc=$?
-record "no token, client secret or vault key in toolgate's log or audit records — $out" "$rc"
+record "no token, client secret or vault key in toolgate's log, audit records or (in the clear) vault tables — $out" "$rc"
 
 # The vault metric on the admin listener.
 rc=0

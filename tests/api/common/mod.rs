@@ -9,6 +9,9 @@ pub mod idp;
 pub mod in_process;
 pub mod mock_idp;
 pub mod tasks;
+pub mod upstream_as;
+pub mod upstream_mcp;
+pub mod vault_gate;
 
 use std::time::Duration;
 

@@ -107,7 +107,12 @@ const provider = new Provider(issuer, {
     },
   ],
   jwks: { keys: [signingKey] },
-  cookies: { keys: [randomBytes(32).toString('base64url')] },
+  // Cookies are not told apart by port: on 127.0.0.1 oidc-provider's default names would replace
+  // those of toolgate's identity provider (tests/e2e/oauth/idp.mjs) in the same browser.
+  cookies: {
+    keys: [randomBytes(32).toString('base64url')],
+    names: { session: '_notes_session', interaction: '_notes_interaction', resume: '_notes_interaction_resume' },
+  },
   scopes: ['openid', 'offline_access', 'notes'],
   claims: { openid: ['sub'] },
   findAccount: (_ctx, id) => ({ accountId: id, claims: () => ({ sub: id }) }),

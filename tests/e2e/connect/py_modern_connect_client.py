@@ -7,14 +7,16 @@ elicitation callback. Driven by tests/e2e/connect.sh:
 
     $HARNESS_DIR/py-mcp2/bin/python tests/e2e/connect/py_modern_connect_client.py --url http://127.0.0.1:T/mcp \\
         --issuer http://127.0.0.1:T --idp-issuer http://127.0.0.1:I --upstream-issuer http://127.0.0.1:A \\
-        --browser http://127.0.0.1:B --login carol --upstream-login octo-carol [--wait-for FILE] [--tokens-file FILE]
+        --browser http://127.0.0.1:B --login carol --upstream-login octo-carol [--upstream notes]
+        [--wait-for FILE] [--db toolgate.db] [--tokens-file FILE]
 
-Checks (one `PASS <check>` or `FAIL <check>: <why>` line each on stdout):
+Checks (one `PASS <check>` or `FAIL <check>: <why>` line each on stdout; notes_* and connect_notes
+stand for the tools and input request of the --upstream given):
   sign-in          the SDK signs the user in at toolgate (dynamic registration, the browser in a
                    context kept as --login); the connection speaks 2026-07-28
   input_required   notes_whoami unconnected, driven by hand (allow_input_required): an
                    InputRequiredResult with inputRequests.connect_notes = elicitation/create, mode
-                   url, url {issuer}/oauth/connect/notes?c=<43>, and a requestState
+                   url, url {issuer}/oauth/connect/{U}?c=<43>; and a requestState
   decline          the retry with inputResponses.connect_notes = decline and that requestState: an
                    isError result
   accept           (once --wait-for exists) notes_whoami through the SDK's own retry loop: the elicitation callback opens the
@@ -22,12 +24,16 @@ Checks (one `PASS <check>` or `FAIL <check>: <why>` line each on stdout):
                    "connected") and accepts; the SDK retries and gets --upstream-login; the
                    callback ran once, for a URL-mode request
   own data         notes_my_notes: the account's own (empty) notes, nobody else's
+  tampering        (with --db) another user's sealed tokens moved into this user's vault_grants
+                   row (or, with no other row, one character altered): notes_my_notes answers
+                   input_required again (the row does not open; it is not used)
 """
 
 import argparse
 import asyncio
 import importlib.metadata
 import os
+import sqlite3
 import sys
 import threading
 import traceback
@@ -141,6 +147,7 @@ def text_of(result: Any) -> str:
 
 async def run(args: argparse.Namespace) -> None:
     issuer = args.issuer.rstrip("/")
+    U = args.upstream  # noqa: N806 - the upstream's name at toolgate: its tools' prefix
     callback = Callback()
     storage = Memory(args.tokens_file)
     signins: list[dict[str, Any]] = []
@@ -204,34 +211,41 @@ async def run(args: argparse.Namespace) -> None:
 
         async def steps(client: Client) -> None:
             async def input_required() -> str:
-                res = await client.session.call_tool("notes_whoami", {}, allow_input_required=True)
-                check(isinstance(res, types.InputRequiredResult), f"notes_whoami answered {type(res).__name__}: {res.model_dump(mode='json', by_alias=True)}")
+                res = await client.session.call_tool(f"{U}_whoami", {}, allow_input_required=True)
+                check(isinstance(res, types.InputRequiredResult), f"{U}_whoami answered {type(res).__name__}: {res.model_dump(mode='json', by_alias=True)}")
                 reqs = res.input_requests or {}
-                check(list(reqs) == ["connect_notes"], f"inputRequests keys {list(reqs)}, wanted ['connect_notes']")
-                req = reqs["connect_notes"]
+                check(list(reqs) == [f"connect_{U}"], f"inputRequests keys {list(reqs)}, wanted ['connect_{U}']")
+                req = reqs[f"connect_{U}"]
                 d = req.model_dump(mode="json", by_alias=True)
-                check(d.get("method") == "elicitation/create", f"inputRequests.connect_notes {d}")
+                check(d.get("method") == "elicitation/create", f"inputRequests.connect_{U} {d}")
                 params = d.get("params", {})
                 check(params.get("mode") == "url" and params.get("message"), f"params {params}")
                 url = params.get("url", "")
                 c = parse_qs(urlsplit(url).query).get("c", [""])[0]
-                check(url.startswith(f"{issuer}/oauth/connect/notes?c=") and len(c) == 43, f"url {url}")
-                check(res.request_state, "no requestState")
+                check(url.startswith(f"{issuer}/oauth/connect/{U}?c=") and len(c) == 43, f"url {url}")
                 state["rs"] = res.request_state
-                return f"{url.split('?')[0]}, requestState of {len(res.request_state)} characters"
+                state["first"] = res.model_dump(mode="json", by_alias=True, exclude_none=True)
+                log(f"input_required: {state['first']}")
+                return url.split("?")[0]
 
-            await step("notes_whoami unconnected (2026-07-28): input_required with a URL elicitation connect_notes and a requestState", input_required)
+            await step(f"{U}_whoami unconnected (2026-07-28): input_required with a URL elicitation connect_{U}", input_required)
+
+            async def request_state() -> str:
+                check(state.get("rs"), f"no requestState in {state['first']}")
+                return f"{len(state['rs'])} characters"
+
+            await step("the input_required result carries a requestState", request_state, soft=True)
 
             async def decline() -> str:
                 res = await client.session.call_tool(
-                    "notes_whoami", {}, input_responses={"connect_notes": types.ElicitResult(action="decline")},
+                    f"{U}_whoami", {}, input_responses={f"connect_{U}": types.ElicitResult(action="decline")},
                     request_state=state["rs"], allow_input_required=True,
                 )
                 check(isinstance(res, types.CallToolResult), f"answered {type(res).__name__}: {res.model_dump(mode='json', by_alias=True)}")
                 check(res.is_error, f"not isError: {text_of(res)!r}")
                 return text_of(res)[:120]
 
-            await step("the retry with inputResponses.connect_notes = decline: an isError result", decline, soft=True)
+            await step(f"the retry with inputResponses.connect_{U} = decline: an isError result", decline, soft=True)
 
             if args.wait_for:  # the other users' abuse checks want an empty vault first
                 for _ in range(450):
@@ -240,23 +254,52 @@ async def run(args: argparse.Namespace) -> None:
                     await anyio.sleep(0.2)
 
             async def accept() -> str:
-                who = text_of(await client.call_tool("notes_whoami", {}))
+                who = text_of(await client.call_tool(f"{U}_whoami", {}))
                 check(len(asked) == 1 and getattr(asked[0], "mode", None) == "url", f"the elicitation callback was asked {len(asked)} times: {asked}")
                 out = connects[0] if connects else {}
                 final = out.get("final") or {}
                 check(out.get("ok") and final.get("status") == 200 and "connected" in final.get("text", "").lower(),
                       f"the connect in the browser: {out.get('error')} {final}")
-                check(who == args.upstream_login, f"notes_whoami answered {who!r}, wanted {args.upstream_login!r}")
+                check(who == args.upstream_login, f"{U}_whoami answered {who!r}, wanted {args.upstream_login!r}")
                 return f"{' -> '.join(out.get('steps', []))}; {who}"
 
-            await step("notes_whoami through the SDK's retry loop: the callback connects in the browser and accepts; the retry answers", accept)
+            await step(f"{U}_whoami through the SDK's retry loop: the callback connects in the browser and accepts; the retry answers", accept)
 
             async def own() -> str:
-                notes = text_of(await client.call_tool("notes_my_notes", {}))
-                check(args.upstream_login in notes and "alice:" not in notes and "bob:" not in notes, f"notes_my_notes answered {notes!r}")
+                notes = text_of(await client.call_tool(f"{U}_my_notes", {}))
+                check(args.upstream_login in notes and "alice:" not in notes and "bob:" not in notes, f"{U}_my_notes answered {notes!r}")
                 return notes[:80]
 
-            await step("notes_my_notes: the account's own notes only", own, soft=True)
+            await step(f"{U}_my_notes: the account's own notes only", own, soft=True)
+
+            if args.db:
+
+                async def tamper() -> str:
+                    # An attacker with write access to the database moves another user's sealed
+                    # tokens into this user's row (or, with no other row, alters one character).
+                    con = sqlite3.connect(args.db, timeout=10)
+                    try:
+                        rows = con.execute("SELECT id, principal, sealed, key_id FROM vault_grants").fetchall()
+                        mine = [r for r in rows if r[1].endswith(args.login)]
+                        check(len(mine) == 1, f"{len(mine)} vault_grants rows of {args.login} in {[r[1] for r in rows]}")
+                        others = [r for r in rows if r is not mine[0] and not r[1].endswith(args.login)]
+                        if others:
+                            sealed, how = others[0][2], f"{others[0][1].split(chr(31))[-1]}'s sealed tokens moved into {args.login}'s row"
+                        else:
+                            old = mine[0][2]
+                            i = len(old) // 2
+                            sealed, how = old[:i] + ("A" if old[i] != "A" else "B") + old[i + 1:], "one character of the sealed tokens altered"
+                        con.execute("UPDATE vault_grants SET sealed = ? WHERE id = ?", (sealed, mine[0][0]))
+                        con.commit()
+                    finally:
+                        con.close()
+                    res = await client.session.call_tool(f"{U}_my_notes", {}, allow_input_required=True)
+                    dumped = res.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    check(isinstance(res, types.InputRequiredResult) and f"connect_{U}" in (res.input_requests or {}),
+                          f"after the tampering {U}_my_notes answered {dumped}, wanted input_required (connect again)")
+                    return how
+
+                await step("a vault row tampered with in the database: not used, the user is asked to connect again", tamper, soft=True)
 
         signin_name = "sign-in at toolgate through the browser; the client speaks 2026-07-28"
         entered = False
@@ -285,7 +328,9 @@ def main() -> int:
     p.add_argument("--login", required=True)
     p.add_argument("--upstream-login", required=True)
     p.add_argument("--tokens-file")
+    p.add_argument("--upstream", default="notes", help="the upstream's name at toolgate (default notes)")
     p.add_argument("--wait-for")
+    p.add_argument("--db")
     p.add_argument("--label")
     p.add_argument("--timeout", type=float, default=120)
     args = p.parse_args()

@@ -23,8 +23,10 @@
 //               page (#approve), the upstream's login and consent, an end page saying "connected"
 //   own data    the retried notes_whoami = --upstream-login, notes_my_notes only --notes-marker lines
 //   refresh     after --access-ttl + 2 s: notes_my_notes still answers
-//   revoke      DELETE /admin/connections/{id} of this user's connection -> 204; the next call
-//               throws UrlElicitationRequiredError again
+//   revoke      on the user's own page ({issuer}/oauth/connections, in the same browser: no new
+//               sign-in) the notes row's Disconnect button (#disconnect-notes); the page then has
+//               none; GET /admin/connections no longer lists it; the next call throws
+//               UrlElicitationRequiredError again
 import { existsSync, appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
@@ -263,18 +265,20 @@ await step('after the upstream access token expired: the calls still answer (ref
   return `${Number(args['access-ttl']) + 2} s after the connect`;
 });
 
-await step('revoke: DELETE /admin/connections/{id} -> 204, then the next call asks to connect again', async () => {
-  const headers = { authorization: `Bearer ${process.env.ADMIN_TOKEN ?? ''}` };
-  const res = await fetch(`${args['admin-url']}/admin/connections`, { headers });
-  check(res.status === 200, `GET /admin/connections: ${res.status} ${(await res.text()).slice(0, 200)}`);
-  const rows = (await res.json()).connections ?? [];
-  const mine = rows.filter((r) => r.upstream === 'notes' && state.sub && String(r.user).includes(state.sub));
-  check(mine.length === 1, `${mine.length} connections to notes for ${state.sub}: ${JSON.stringify(rows)}`);
-  const del = await fetch(`${args['admin-url']}/admin/connections/${encodeURIComponent(mine[0].id)}`, { method: 'DELETE', headers });
-  check(del.status === 204, `DELETE: ${del.status} ${(await del.text()).slice(0, 200)}`);
+await step("revoke on the user's own page: /oauth/connections lists notes, Disconnect; then the next call asks to connect again", async () => {
+  const out = await browserConnect(`${ISSUER}/oauth/connections`, { click: '#disconnect-notes', label: `${LABEL}-disconnect` });
+  check(out.ok, `the browser did not end on a toolgate page: ${out.error}; path: ${pathOf(out)}`);
+  check(out.steps.includes('click'), `no Disconnect button for notes on ${ISSUER}/oauth/connections (steps ${out.steps.join(', ')}): ${JSON.stringify((out.final?.text ?? '').slice(0, 300))}`);
+  check(/notes/.test(out.before?.text ?? '') && out.before?.status === 200, `the connections page (HTTP ${out.before?.status}): ${JSON.stringify((out.before?.text ?? '').slice(0, 300))}`);
+  check(!out.steps.includes('idp-login'), `the page asked the user to sign in again (steps ${out.steps.join(', ')})`);
+  check(out.final.status === 200 && out.final.clickable === 0, `after Disconnect: HTTP ${out.final.status}, ${out.final.clickable} Disconnect button(s) for notes: ${JSON.stringify(out.final.text.slice(0, 300))}`);
+  const res = await fetch(`${args['admin-url']}/admin/connections`, { headers: { authorization: `Bearer ${process.env.ADMIN_TOKEN ?? ''}` } });
+  check(res.status === 200, `GET /admin/connections: ${res.status}`);
+  const left = ((await res.json()).connections ?? []).filter((r) => r.upstream === 'notes' && state.sub && String(r.user).includes(state.sub));
+  check(!left.length, `GET /admin/connections still lists it: ${JSON.stringify(left)}`);
   const again = await expectElicitation('notes_whoami');
   check(again.c !== state.first.c, 'the old link again');
-  return `user ${mine[0].user}; -32042 again`;
+  return `${out.steps.join(' -> ')}; -32042 again`;
 });
 
 await client.close().catch(() => {});

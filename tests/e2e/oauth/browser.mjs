@@ -47,7 +47,10 @@
 // connectPage (text, status and security headers of toolgate's connect page), upstreamAuthorization
 // (the query toolgate sent the upstream's authorization endpoint; state and code_challenge as their
 // length), and, with "replay": true, replay {status, text}: the upstream's redirect to toolgate's
-// callback opened once more in the same tab after the connect ended.
+// callback opened once more in the same tab after the connect ended. With "click": "<selector>"
+// (any toolgate page, e.g. {issuer}/oauth/connections and "#disconnect-notes"), that button is
+// pressed once when it shows: the answer's `before` is the page it was on, and `final` says how
+// many such buttons the last page still has (clickable).
 // On failure, a screenshot of the page goes to --shots (default: no screenshots).
 import { mkdirSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -215,7 +218,7 @@ async function signin({ authorizationUrl, redirectUri, login = 'alice', password
  * account" page (#approve or #deny), the upstream service's authorization server (login and
  * consent), back to toolgate's callback; ends on the first toolgate page with nothing to click.
  */
-async function connect({ url, context: name, idp, login = 'alice', upstream, upstreamLogin, password = 'any password', decision = 'approve', replay = false, label = 'connect', timeoutMs = 30_000 }) {
+async function connect({ url, context: name, idp, login = 'alice', upstream, upstreamLogin, password = 'any password', decision = 'approve', replay = false, click, label = 'connect', timeoutMs = 30_000 }) {
   const started = Date.now();
   const deadline = started + timeoutMs;
   const out = { ok: false, label, navigations: [], steps: [], connectPage: null, upstreamAuthorization: null, final: null, replay: null };
@@ -300,11 +303,19 @@ async function connect({ url, context: name, idp, login = 'alice', upstream, ups
           await page.click(button);
           await page.locator(button).waitFor({ state: 'detached', timeout: 10_000 }).catch(() => {});
           acted = true;
+        } else if (origin === tg && click && !out.before && await page.locator(click).count()) {
+          // a button of toolgate's page to press once (e.g. Disconnect on /oauth/connections)
+          out.steps.push('click');
+          out.before = { url: masked(page.url()), status: last?.status ?? null, text: await text() };
+          await page.click(click);
+          await page.locator(click).first().waitFor({ state: 'detached', timeout: 10_000 }).catch(() => {});
+          acted = true;
         } else if (origin === tg && await page.evaluate(() => document.readyState).catch(() => '') === 'complete') {
           // toolgate's last page (connected, or a refusal): settle a moment, then read it
           await sleep(200);
           if (originOf(page.url()) === tg && !(await page.locator('#approve').count())) {
             out.final = { url: masked(page.url()), status: last?.status ?? null, title: await page.title(), text: await text() };
+            if (click) out.final.clickable = await page.locator(click).count();
             out.ok = true;
             break;
           }
