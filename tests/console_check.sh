@@ -185,8 +185,8 @@ rows = [
 ]
 for id, user, upstream, scopes, created, expires, used in rows:
     db.execute(
-        "INSERT INTO vault_grants (id, principal, subject, upstream, key_id, sealed, scopes, expires_ms, version, lease_until_ms, created_ms, updated_ms, used_ms) "
-        "VALUES (?, ?, ?, ?, 'k1', 'not-a-sealed-record', ?, ?, 1, 0, ?, ?, ?)",
+        "INSERT INTO vault_grants (id, principal, subject, upstream, issuer, key_id, sealed, scopes, expires_ms, version, lease_until_ms, created_ms, updated_ms, used_ms) "
+        "VALUES (?, ?, ?, ?, 'https://as.invalid', 'k1', 'not-a-sealed-record', ?, ?, 1, 0, ?, ?, ?)",
         (id, "https://idp.invalid\x1f" + user, user, upstream, scopes, expires, created, created, used),
     )
 db.commit()

@@ -71,6 +71,8 @@ else
   tests/cluster/signin.sh
   step "tests/cluster/approvals.sh (a rug pull held, then approved through one replica: live on 3 replicas behind nginx)"
   tests/cluster/approvals.sh
+  step "tests/cluster/connect.sh (a user's own account at a service: connect through one replica, call through another, refresh races spend each refresh token once, revoke; 3 replicas behind nginx)"
+  tests/cluster/connect.sh
   # The benchmark's smoke test: every step of benches/run.sh at tiny sizes, with toolgate and two
   # of the peers from ../shared/bench. It fails on errors, never on a slow figure (BENCHMARKS.md).
   step "benches/run.sh --short (benchmark smoke test)"

@@ -2,12 +2,15 @@
 -- own authorization server, sealed with XChaCha20-Poly1305 (the row's id, user and upstream
 -- and the key id are the associated data, so a sealed value moved to another row does not
 -- open); connect links and their browser steps; toolgate's own registrations at those
--- authorization servers. Times in milliseconds since the Unix epoch.
+-- authorization servers, and the authorization server first found for each upstream (a later
+-- answer naming another one is refused: an upstream does not get to move its users' refresh
+-- tokens and toolgate's client secret elsewhere). Times in milliseconds since the Unix epoch.
 CREATE TABLE vault_grants (
     id             TEXT   PRIMARY KEY NOT NULL,
     principal      TEXT   NOT NULL,
     subject        TEXT   NOT NULL,
     upstream       TEXT   NOT NULL,
+    issuer         TEXT   NOT NULL,
     key_id         TEXT   NOT NULL,
     sealed         TEXT   NOT NULL,
     scopes         TEXT   NOT NULL,
@@ -35,6 +38,11 @@ CREATE TABLE vault_connects (
 );
 CREATE INDEX vault_connects_state ON vault_connects (state_hash);
 CREATE INDEX vault_connects_expires ON vault_connects (expires_ms);
+CREATE TABLE vault_issuers (
+    upstream  TEXT   PRIMARY KEY NOT NULL,
+    issuer    TEXT   NOT NULL,
+    pinned_ms BIGINT NOT NULL
+);
 CREATE TABLE vault_clients (
     upstream      TEXT   NOT NULL,
     issuer        TEXT   NOT NULL,

@@ -63,8 +63,7 @@ macro_rules! vault_or_page {
 pub async fn follow(State(app): State<SignIn>, Path(upstream): Path<String>, request: Request) -> Response {
     let vault = vault_or_page!(app, request);
     let params = query(&request);
-    let cookie = app.cookie(request.headers());
-    let step = vault.follow_link(&upstream, param(&params, "c").unwrap_or_default(), cookie.as_deref()).await;
+    let step = vault.follow_link(&upstream, param(&params, "c").unwrap_or_default()).await;
     next(&app, step)
 }
 
@@ -120,7 +119,7 @@ pub async fn connections(State(app): State<SignIn>, request: Request) -> Respons
             Err(PageError { status, message }) => pages::error(status, &message),
         };
     }
-    let step = vault.manage_begin(cookie.as_deref()).await;
+    let step = vault.manage_begin().await;
     next(&app, step)
 }
 

@@ -247,6 +247,19 @@ pub struct HeaderSource {
     pub prefix: String,
 }
 
+impl HeaderSource {
+    /// The value: the environment variable's, or the file's without its trailing newline.
+    pub fn read(&self) -> Result<String, String> {
+        match (&self.env, &self.file) {
+            (Some(var), _) => std::env::var(var).map_err(|_| format!("the environment variable {var} is not set")),
+            (None, Some(path)) => std::fs::read_to_string(path)
+                .map(|s| s.trim_end_matches(['\r', '\n']).to_owned())
+                .map_err(|e| format!("cannot read {}: {e}", path.display())),
+            (None, None) => Err("give `env` or `file`".into()),
+        }
+    }
+}
+
 /// Changes to one upstream tool as served here.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

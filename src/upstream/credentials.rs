@@ -173,7 +173,7 @@ impl OAuth {
 /// authorization server, with the client the vault uses there), to list the tools.
 async fn user_listing_token(vault: &crate::vault::Vault, auth: &crate::vault::UpstreamAuthorization) -> Result<Minted, UpstreamError> {
     let failed = |e: crate::vault::AsError| UpstreamError::Transport(format!("toolgate's own token for listing the tools: {e}"));
-    let metadata = auth.metadata().await.map_err(failed)?;
+    let metadata = vault.metadata(auth).await.map_err(failed)?;
     let client = vault.client(auth).await.map_err(failed)?;
     let tokens = auth.client_credentials(&metadata, &client).await.map_err(failed)?;
     let lifetime = Duration::from_millis(u64::try_from(tokens.expires_ms - crate::authserver::now_ms()).unwrap_or(0));
@@ -217,11 +217,5 @@ fn serde_urlencoded_pairs(pairs: &[(&str, &str)]) -> String {
 }
 
 pub fn read_secret(source: &HeaderSource) -> Result<String, String> {
-    match (&source.env, &source.file) {
-        (Some(var), _) => std::env::var(var).map_err(|_| format!("the environment variable {var} is not set")),
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .map(|s| s.trim_end_matches(['\r', '\n']).to_owned())
-            .map_err(|e| format!("cannot read {}: {e}", path.display())),
-        (None, None) => Err("give `env` or `file`".into()),
-    }
+    source.read()
 }

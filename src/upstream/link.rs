@@ -132,6 +132,21 @@ impl Link {
         }
     }
 
+    /// A per-user upstream's authorization server, with the vault that keeps its users' tokens.
+    pub(super) fn per_user(&self) -> Option<&(Arc<crate::vault::Vault>, Arc<crate::vault::UpstreamAuthorization>)> {
+        self.oauth.as_ref().and_then(|o| o.user.as_ref())
+    }
+
+    /// Whether a replacement of this per-user upstream points its users' tokens elsewhere (its
+    /// url, authorization server or resource changed): their connections are then forgotten.
+    pub(super) fn moves_tokens(&self, new: &Link) -> bool {
+        let key = |l: &Link| {
+            let o = l.settings.oauth.as_ref();
+            (l.settings.url.clone(), o.and_then(|o| o.authorization_server.clone()), o.and_then(|o| o.resource.clone()))
+        };
+        self.per_user().is_some() && (new.per_user().is_none() || key(self) != key(new))
+    }
+
     pub fn status(&self) -> UpstreamStatus {
         let mut status = self.status.lock().clone();
         if self.settings.stdio.is_some() {
@@ -166,9 +181,9 @@ impl Link {
                 })?;
                 let auth = crate::vault::UpstreamAuthorization::new(name, url, settings.allow_private, o, vault.public_origin())
                     .map_err(|e| format!("upstreams.{name}.oauth: {e}"))?;
-                let auth = Arc::new(auth);
-                vault.register(auth.clone());
-                Some((vault.clone(), auth))
+                // Registered with the vault when the link is installed (`Upstreams`), not here:
+                // a definition only checked must not change what the vault uses.
+                Some((vault.clone(), Arc::new(auth)))
             }
             _ => None,
         };

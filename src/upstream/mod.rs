@@ -96,6 +96,9 @@ impl Upstreams {
             let link =
                 Link::build(name, upstream, &settings.tools, settings.tools.default_timeout_secs, CancellationToken::new(), vault.as_ref())
                     .map_err(|e| anyhow::anyhow!("invalid setting {e}"))?;
+            if let Some((vault, auth)) = link.per_user() {
+                vault.register(auth.clone());
+            }
             links.insert(name.clone(), Arc::new(link));
         }
         if !links.is_empty() {
@@ -171,9 +174,15 @@ impl Upstreams {
         // Clients that initialize from now on are offered the resource and prompt methods.
         self.server.resources.expect_remote();
         self.server.prompts.expect_remote();
+        if let Some((vault, auth)) = link.per_user() {
+            vault.register(auth.clone());
+        }
         let link = Arc::new(link);
         let old = self.links.write().insert(link.name.clone(), link.clone());
         if let Some(old) = old {
+            if old.moves_tokens(&link) {
+                self.forget_connections(&old);
+            }
             old.stop.cancel();
             if let Some(users) = &old.users {
                 users.invalidate_all();
@@ -187,6 +196,10 @@ impl Upstreams {
     /// Stops and removes `name`: its tools, resources and prompts are withdrawn for good.
     fn remove(&self, name: &str) {
         let Some(link) = self.links.write().remove(name) else { return };
+        if let Some((vault, _)) = link.per_user() {
+            vault.unregister(name);
+        }
+        self.forget_connections(&link);
         link.stop.cancel();
         if let Some(peer) = link.peer.swap(None) {
             peer.close("the upstream was removed");
@@ -203,6 +216,15 @@ impl Upstreams {
         self.server.prompts.sync_source(name, None);
         offered.remove(name);
         self.publish_tools(&mut offered, name);
+    }
+
+    /// A per-user upstream removed or pointed elsewhere: its users' tokens were issued for the
+    /// old one and go nowhere else (every replica deletes them; the first finds them).
+    fn forget_connections(&self, link: &Link) {
+        if let Some((vault, _)) = link.per_user() {
+            let (vault, name) = (vault.clone(), link.name.clone());
+            tokio::spawn(async move { vault.forget_upstream(&name).await });
+        }
     }
 
     pub fn link(&self, name: &str) -> Option<Arc<Link>> {

@@ -72,7 +72,7 @@ async fn ask_to_connect(link: &Link, vault: &Vault, principal: &str, ctx: &ToolC
         let params = json!({ "mode": "url", "message": message, "url": link.url });
         // Signed and bound to this tool and endpoint by the server: the retry's state says
         // which connect it answers.
-        ctx.set_request_state(json!({ "connect": upstream, "elicitation": link.elicitation_id }));
+        ctx.set_request_state(json!({ "connect": upstream }));
         return Err(ctx.ask_again(InputRequest::elicit(key, params)));
     }
     let elicitation = json!({ "mode": "url", "elicitationId": link.elicitation_id, "url": link.url, "message": message });

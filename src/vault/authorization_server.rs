@@ -65,9 +65,13 @@ pub enum AsError {
     /// The server (or the upstream, in discovery) could not be reached or answered nonsense.
     #[error("{0}")]
     Unavailable(String),
-    /// The server refused the grant (`invalid_grant` and the like): the user must connect again.
+    /// The server refused the grant (`invalid_grant`): the user must connect again.
     #[error("the authorization server refused: {0}")]
     Refused(String),
+    /// The server rejected toolgate itself (`invalid_client`, `unauthorized_client`): the
+    /// users' grants are not at fault and stay.
+    #[error("the authorization server rejected toolgate's client: {0}")]
+    ClientRejected(String),
 }
 
 type CodeClient = BasicClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
@@ -328,8 +332,11 @@ impl UpstreamAuthorization {
             "response_types": ["code"],
             "token_endpoint_auth_method": "client_secret_basic",
             "application_type": "web",
-            "scope": self.settings.scopes.join(" "),
         });
+        let mut body = body;
+        if !self.settings.scopes.is_empty() {
+            body["scope"] = json!(self.settings.scopes.join(" "));
+        }
         let response = self
             .http
             .post(url)
@@ -404,9 +411,8 @@ fn token_error<E: std::error::Error>(e: RequestTokenError<E, oauth2::StandardErr
             // The server's own words: bounded and escaped before they reach a log or a record.
             let what = crate::untrusted::text::escaped(r.error().as_ref(), 64).to_string();
             match r.error() {
-                BasicErrorResponseType::InvalidGrant
-                | BasicErrorResponseType::InvalidClient
-                | BasicErrorResponseType::UnauthorizedClient => AsError::Refused(what),
+                BasicErrorResponseType::InvalidGrant => AsError::Refused(what),
+                BasicErrorResponseType::InvalidClient | BasicErrorResponseType::UnauthorizedClient => AsError::ClientRejected(what),
                 _ => AsError::Unavailable(format!("the token endpoint answered {what}")),
             }
         }

@@ -120,7 +120,7 @@ impl Vault {
     }
 
     /// `GET /oauth/connect/{upstream}?c=…`: binds the link to this browser and signs it in.
-    pub async fn follow_link(&self, upstream: &str, secret: &str, cookie: Option<&str>) -> Result<ConnectNext, PageError> {
+    pub async fn follow_link(&self, upstream: &str, secret: &str) -> Result<ConnectNext, PageError> {
         let gone = || PageError::new(400, "this connect link is unknown, used or expired; call the tool again for a new one");
         if secret.len() != 43 {
             return Err(gone());
@@ -129,11 +129,11 @@ impl Vault {
         if row.upstream != upstream || row.stage != "new" || row.expires_ms <= now_ms() {
             return Err(gone());
         }
-        self.sign_in(&row.id, "new", cookie).await
+        self.sign_in(&row.id, "new").await
     }
 
     /// `GET /oauth/connections` without a signed-in page: a transaction of its own, signed in.
-    pub async fn manage_begin(&self, cookie: Option<&str>) -> Result<ConnectNext, PageError> {
+    pub async fn manage_begin(&self) -> Result<ConnectNext, PageError> {
         let id = hash(&random_secret());
         let row = db::ConnectRow {
             id: id.clone(),
@@ -147,11 +147,13 @@ impl Vault {
             expires_ms: now_ms() + self.ttl_ms(),
         };
         db::connect_insert(&self.store, &row, now_ms()).await.map_err(db_error)?;
-        self.sign_in(&id, "new", cookie).await
+        self.sign_in(&id, "new").await
     }
 
-    async fn sign_in(&self, id: &str, from: &str, cookie: Option<&str>) -> Result<ConnectNext, PageError> {
-        let cookie = cookie.filter(|c| c.len() == 43).map_or_else(random_secret, str::to_owned);
+    async fn sign_in(&self, id: &str, from: &str) -> Result<ConnectNext, PageError> {
+        // A fresh binding each time (PXY-04): a value planted in the browser beforehand binds
+        // nothing.
+        let cookie = random_secret();
         let state = format!("{STATE_PREFIX}{}", random_secret());
         let (url, pending) = self.auth_server.sign_in_begin(&state).await.map_err(|e| {
             tracing::warn!(error = %e, "vault: cannot reach the identity provider");
@@ -218,7 +220,7 @@ impl Vault {
         let identity = identity_of(&row)?;
         let auth = self.authorization(&row.upstream).ok_or_else(|| PageError::new(404, "this upstream is no longer served"))?;
         let unavailable = |_| PageError::new(503, "the upstream's authorization server cannot be used right now; try again later");
-        let metadata = auth.metadata().await.map_err(unavailable)?;
+        let metadata = self.metadata(&auth).await.map_err(unavailable)?;
         let origin = url::Url::parse(&metadata.authorization_endpoint).map(|u| u.origin().ascii_serialization()).unwrap_or_default();
         Ok(ConfirmView {
             id: id.to_owned(),
@@ -247,17 +249,21 @@ impl Vault {
             tracing::warn!(upstream = %row.upstream, error = %e, "vault: the upstream's authorization server");
             PageError::new(503, "the upstream's authorization server cannot be used right now; try again later")
         };
-        let metadata = auth.metadata().await.map_err(unavailable)?;
+        let metadata = self.metadata(&auth).await.map_err(unavailable)?;
         let client = self.client(&auth).await.map_err(unavailable)?;
         let state = random_secret();
         let (url, verifier) = auth.authorize_url(&metadata, &client, &state).map_err(unavailable)?;
         let pending = serde_json::to_string(&Pending::Upstream { verifier, issuer: metadata.issuer.clone() })
             .map_err(|_| PageError::new(500, "cannot start"))?;
-        let step = db::Step { state_hash: Some(&hash(&state)), pending: Some(&pending), ..db::Step::default() };
+        // The browser's binding is set anew right before it leaves for the upstream (PXY-04).
+        let cookie = random_secret();
+        let browser = hash(&cookie);
+        let step =
+            db::Step { browser_hash: Some(&browser), state_hash: Some(&hash(&state)), pending: Some(&pending), ..db::Step::default() };
         if !db::connect_advance(&self.store, id, "confirm", "upstream", step, now_ms()).await.map_err(db_error)? {
             return Err(PageError::new(400, "this connect page was already answered or has expired"));
         }
-        Ok(ConnectNext::Redirect { url, cookie: None })
+        Ok(ConnectNext::Redirect { url, cookie: Some(cookie) })
     }
 
     /// `GET /oauth/vault/callback/{upstream}`: the upstream's server sends the browser back.
@@ -293,7 +299,7 @@ impl Vault {
         let code = code.ok_or_else(|| PageError::new(400, "the answer has no code"))?;
         let auth = self.authorization(upstream).ok_or_else(|| PageError::new(404, "this upstream is no longer served"))?;
         let unavailable = |_| PageError::new(503, "the upstream's authorization server cannot be used right now; try again later");
-        let metadata = auth.metadata().await.map_err(unavailable)?;
+        let metadata = self.metadata(&auth).await.map_err(unavailable)?;
         // RFC 9207: the answer must come from the server the browser was sent to.
         if metadata.issuer != issuer
             || (metadata.iss_parameter && iss != Some(metadata.issuer.as_str()))
@@ -313,7 +319,7 @@ impl Vault {
                 ));
             }
         };
-        self.store_tokens(&principal, upstream, &tokens)
+        self.store_tokens(&principal, upstream, &metadata.issuer, &tokens)
             .await
             .map_err(|_| PageError::new(503, "the vault cannot be written right now; try again"))?;
         db::connect_advance(&self.store, &row.id, "exchanging", "done", db::Step::default(), now_ms()).await.map_err(db_error)?;

@@ -12,6 +12,8 @@ pub struct GrantRow {
     /// The user's subject (the part of `principal` after the issuer), for operators' filters.
     pub subject: String,
     pub upstream: String,
+    /// The authorization server that issued the tokens: they go to no other.
+    pub issuer: String,
     pub key_id: String,
     pub sealed: String,
     pub scopes: String,
@@ -26,7 +28,7 @@ pub struct GrantRow {
 macro_rules! grant_select {
     ($rest:literal) => {
         concat!(
-            "SELECT id, principal, subject, upstream, key_id, sealed, scopes, expires_ms, version, lease_until_ms, created_ms, updated_ms, used_ms FROM vault_grants ",
+            "SELECT id, principal, subject, upstream, issuer, key_id, sealed, scopes, expires_ms, version, lease_until_ms, created_ms, updated_ms, used_ms FROM vault_grants ",
             $rest
         )
     };
@@ -60,8 +62,8 @@ pub async fn grants_all(store: &Store, subject: &str, upstream: &str, limit: i64
 /// Stores a new connection for (principal, upstream), replacing any earlier one.
 pub async fn grant_put(store: &Store, row: &GrantRow) -> Result<(), sqlx::Error> {
     let delete = "DELETE FROM vault_grants WHERE principal = $1 AND upstream = $2";
-    let insert = "INSERT INTO vault_grants (id, principal, subject, upstream, key_id, sealed, scopes, expires_ms, version, lease_until_ms, created_ms, updated_ms, used_ms) \
-                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1, 0, $9, $9, 0)";
+    let insert = "INSERT INTO vault_grants (id, principal, subject, upstream, issuer, key_id, sealed, scopes, expires_ms, version, lease_until_ms, created_ms, updated_ms, used_ms) \
+                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, 0, $10, $10, 0)";
     on_pool!(store, |pool| {
         let mut tx = pool.begin().await?;
         sqlx::query(delete).bind(&row.principal).bind(&row.upstream).execute(&mut *tx).await?;
@@ -70,6 +72,7 @@ pub async fn grant_put(store: &Store, row: &GrantRow) -> Result<(), sqlx::Error>
             .bind(&row.principal)
             .bind(&row.subject)
             .bind(&row.upstream)
+            .bind(&row.issuer)
             .bind(&row.key_id)
             .bind(&row.sealed)
             .bind(&row.scopes)
@@ -132,6 +135,41 @@ pub async fn grant_delete(store: &Store, id: &str) -> Result<bool, sqlx::Error> 
     let sql = "DELETE FROM vault_grants WHERE id = $1";
     let n = on_pool!(store, |pool| sqlx::query(sql).bind(id).execute(pool).await.map(|r| r.rows_affected()))?;
     Ok(n == 1)
+}
+
+/// Deletes grant `id` if it is still at `version` (what a refresh read and found refused);
+/// a newer version written meanwhile stays.
+pub async fn grant_delete_version(store: &Store, id: &str, version: i64) -> Result<bool, sqlx::Error> {
+    let sql = "DELETE FROM vault_grants WHERE id = $1 AND version = $2";
+    let n = on_pool!(store, |pool| sqlx::query(sql).bind(id).bind(version).execute(pool).await.map(|r| r.rows_affected()))?;
+    Ok(n == 1)
+}
+
+/// Forgets everything of an upstream: its users' grants, its pinned authorization server, and
+/// toolgate's registrations there (the upstream was removed or now points elsewhere).
+pub async fn forget_upstream(store: &Store, upstream: &str) -> Result<u64, sqlx::Error> {
+    let statements = [
+        "DELETE FROM vault_grants WHERE upstream = $1",
+        "DELETE FROM vault_issuers WHERE upstream = $1",
+        "DELETE FROM vault_clients WHERE upstream = $1",
+    ];
+    let mut grants = 0;
+    for (i, sql) in statements.into_iter().enumerate() {
+        let n = on_pool!(store, |pool| sqlx::query(sql).bind(upstream).execute(pool).await.map(|r| r.rows_affected()))?;
+        if i == 0 {
+            grants = n;
+        }
+    }
+    Ok(grants)
+}
+
+/// The authorization server pinned for `upstream`: the one stored first (by any replica).
+pub async fn issuer_pin(store: &Store, upstream: &str, issuer: &str, now: i64) -> Result<String, sqlx::Error> {
+    let insert = "INSERT INTO vault_issuers (upstream, issuer, pinned_ms) VALUES ($1, $2, $3) ON CONFLICT (upstream) DO NOTHING";
+    on_pool!(store, |pool| sqlx::query(insert).bind(upstream).bind(issuer).bind(now).execute(pool).await.map(|_| ()))?;
+    let select = "SELECT issuer FROM vault_issuers WHERE upstream = $1";
+    let pinned: Option<(String,)> = on_pool!(store, |pool| sqlx::query_as(select).bind(upstream).fetch_optional(pool).await)?;
+    Ok(pinned.map_or_else(|| issuer.to_owned(), |(i,)| i))
 }
 
 /// Seals grant `id` again (another key) if it is still at `version` and no replica holds its
@@ -271,4 +309,10 @@ pub async fn client_put(store: &Store, upstream: &str, issuer: &str, row: &Clien
         .execute(pool)
         .await
         .map(|_| ()))
+}
+
+/// Forgets toolgate's registration at `issuer` for `upstream` (the server rejected it).
+pub async fn client_forget(store: &Store, upstream: &str, issuer: &str) -> Result<(), sqlx::Error> {
+    let sql = "DELETE FROM vault_clients WHERE upstream = $1 AND issuer = $2";
+    on_pool!(store, |pool| sqlx::query(sql).bind(upstream).bind(issuer).execute(pool).await.map(|_| ()))
 }

@@ -18,8 +18,11 @@ use crate::authserver::now_ms;
 /// Tokens are refreshed this long before they expire, or half their lifetime before when
 /// that is shorter (a server handing out 20 s tokens must not see a refresh per call).
 const RENEW_BEFORE_MS: i64 = 30_000;
-/// How long one replica may hold a grant's refresh lease.
-const LEASE_MS: i64 = 15_000;
+/// How long one replica may hold a grant's refresh lease: well beyond the refresh's own
+/// deadline, so no other replica spends the same refresh token meanwhile.
+const LEASE_MS: i64 = 60_000;
+/// The refresh request's deadline (the metadata and the client are resolved before the lease).
+const REFRESH_DEADLINE: Duration = Duration::from_secs(20);
 /// How often a replica waiting for another's refresh looks again.
 const LEASE_POLL: Duration = Duration::from_millis(200);
 
@@ -55,35 +58,35 @@ pub struct ConnectionView {
 }
 
 impl Vault {
-    fn aad(id: &str, principal: &str, upstream: &str, key_id: &str) -> String {
-        format!("grant\u{1f}{id}\u{1f}{principal}\u{1f}{upstream}\u{1f}{key_id}")
+    /// What a record is bound to: its row, its user, its upstream, the authorization server
+    /// that issued it, the key.
+    fn aad(row: &db::GrantRow, key_id: &str) -> String {
+        format!("grant\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{}\u{1f}{key_id}", row.id, row.principal, row.upstream, row.issuer)
     }
 
     fn open_row(&self, row: &db::GrantRow) -> Option<Secrets> {
-        let plain = self.sealer.open(&row.key_id, &Self::aad(&row.id, &row.principal, &row.upstream, &row.key_id), &row.sealed).ok()?;
+        let plain = self.sealer.open(&row.key_id, &Self::aad(row, &row.key_id), &row.sealed).ok()?;
         serde_json::from_slice(&plain).ok()
     }
 
-    fn seal_for(&self, id: &str, principal: &str, upstream: &str, secrets: &Secrets) -> (String, String) {
+    fn seal_for(&self, row: &db::GrantRow, secrets: &Secrets) -> (String, String) {
         let plain = serde_json::to_vec(secrets).unwrap_or_default();
         let key_id = self.sealer.current().to_owned();
-        let (key_id, sealed) = self.sealer.seal(&Self::aad(id, principal, upstream, &key_id), &plain);
-        (key_id, sealed)
+        self.sealer.seal(&Self::aad(row, &key_id), &plain)
     }
 
-    /// Stores what a connect obtained, replacing the user's earlier connection to `upstream`.
-    pub async fn store_tokens(&self, principal: &str, upstream: &str, tokens: &TokenSet) -> Result<String, VaultError> {
-        let id = uuid::Uuid::now_v7().to_string();
-        let secrets = Secrets { access_token: tokens.access_token.clone(), refresh_token: tokens.refresh_token.clone() };
-        let (key_id, sealed) = self.seal_for(&id, principal, upstream, &secrets);
+    /// Stores what a connect obtained from `issuer`, replacing the user's earlier connection
+    /// to `upstream`.
+    pub async fn store_tokens(&self, principal: &str, upstream: &str, issuer: &str, tokens: &TokenSet) -> Result<String, VaultError> {
         let now = now_ms();
-        let row = db::GrantRow {
-            id: id.clone(),
+        let mut row = db::GrantRow {
+            id: uuid::Uuid::now_v7().to_string(),
             principal: principal.to_owned(),
             subject: principal.split_once('\u{1f}').map_or(principal, |(_, s)| s).to_owned(),
             upstream: upstream.to_owned(),
-            key_id,
-            sealed,
+            issuer: issuer.to_owned(),
+            key_id: String::new(),
+            sealed: String::new(),
             scopes: tokens.scope.clone(),
             expires_ms: tokens.expires_ms,
             version: 1,
@@ -92,8 +95,10 @@ impl Vault {
             updated_ms: now,
             used_ms: 0,
         };
+        let secrets = Secrets { access_token: tokens.access_token.clone(), refresh_token: tokens.refresh_token.clone() };
+        (row.key_id, row.sealed) = self.seal_for(&row, &secrets);
         db::grant_put(&self.store, &row).await?;
-        Ok(id)
+        Ok(row.id)
     }
 
     /// The token a call of `principal` to `upstream` goes out with; `None` when the user has
@@ -129,8 +134,23 @@ impl Vault {
                     .await;
                 return Ok(None);
             };
+            let valid = row.expires_ms > now;
+            let serve_old = |row: &db::GrantRow| Access { token: secrets.access_token.clone().into(), expires_ms: row.expires_ms };
+            // The server and toolgate's client there before the lease: the lease covers the
+            // refresh request alone.
+            let (auth, metadata, client) = match self.refresh_parts(&row).await {
+                Ok(parts) => parts,
+                Err(Some(why)) if !valid => return Err(VaultError::Unavailable(why)),
+                Err(Some(_)) => {
+                    self.used(&row, now).await;
+                    return Ok(Some(serve_old(&row)));
+                }
+                Err(None) => return Ok(None),
+            };
             if db::grant_lease(&self.store, &row.id, row.version, now, now + LEASE_MS).await? {
-                return self.refresh(&row, refresh_token, &secrets).await;
+                let refreshed = tokio::time::timeout(REFRESH_DEADLINE, auth.refresh(&metadata, &client, refresh_token)).await;
+                let refreshed = refreshed.unwrap_or_else(|_| Err(AsError::Unavailable("the token endpoint did not answer in time".into())));
+                return self.refreshed(&row, &auth, refreshed, valid.then(|| serve_old(&row))).await;
             }
             // Another replica (or call) is refreshing, or tried within the lease and could not
             // reach the server: the access token serves while it is still valid (waiting would
@@ -147,27 +167,50 @@ impl Vault {
         }
     }
 
-    async fn refresh(&self, row: &db::GrantRow, refresh_token: &str, old: &Secrets) -> Result<Option<Access>, VaultError> {
-        let upstream = row.upstream.as_str();
-        let auth = self.authorization(upstream).ok_or_else(|| VaultError::NotPerUser(upstream.to_owned()))?;
-        let outcome = async {
-            let metadata = auth.metadata().await?;
-            let client = self.client(&auth).await?;
-            auth.refresh(&metadata, &client, refresh_token).await
+    /// The upstream's server (its metadata) and toolgate's client there, for a refresh of
+    /// `row`. `Err(None)`: the connection is forgotten (the upstream now has another server
+    /// than the one that issued it: its refresh token goes nowhere else); `Err(Some)`: why
+    /// not now.
+    async fn refresh_parts(
+        &self,
+        row: &db::GrantRow,
+    ) -> Result<(Arc<super::UpstreamAuthorization>, Arc<super::authorization_server::AsMetadata>, super::ClientIdentity), Option<String>>
+    {
+        let auth = self.authorization(&row.upstream).ok_or_else(|| Some(format!("the upstream {:?} is not served now", row.upstream)))?;
+        let metadata = self.metadata(&auth).await.map_err(|e| Some(e.to_string()))?;
+        if metadata.issuer != row.issuer {
+            if db::grant_delete_version(&self.store, &row.id, row.version)
+                .await
+                .map_err(|_| Some("the vault cannot be written".to_owned()))?
+            {
+                let detail = "the upstream's authorization server is no longer the one that issued this connection: forgotten, the user must connect again";
+                self.event("failure", Outcome::Denied, &row.upstream, Some(&row.principal), detail).await;
+            }
+            return Err(None);
         }
-        .await;
+        let client = self.client(&auth).await.map_err(|e| Some(e.to_string()))?;
+        Ok((auth, metadata, client))
+    }
+
+    /// What a refresh under the lease came to; `old` serves while still valid when the server
+    /// could not be used.
+    async fn refreshed(
+        &self,
+        row: &db::GrantRow,
+        auth: &super::UpstreamAuthorization,
+        outcome: Result<TokenSet, AsError>,
+        old: Option<Access>,
+    ) -> Result<Option<Access>, VaultError> {
+        let upstream = row.upstream.as_str();
         match outcome {
             Ok(tokens) => {
                 let secrets = Secrets { access_token: tokens.access_token.clone(), refresh_token: tokens.refresh_token.clone() };
-                let (key_id, sealed) = self.seal_for(&row.id, &row.principal, upstream, &secrets);
+                let (key_id, sealed) = self.seal_for(row, &secrets);
                 // The lease is ours, so the version is still the one read, unless the user
                 // connected again or the connection was revoked meanwhile: then these tokens
                 // belong to nothing.
                 if !db::grant_update(&self.store, &row.id, row.version, &key_id, &sealed, tokens.expires_ms, now_ms()).await? {
-                    tracing::warn!(
-                        upstream,
-                        "vault: a refreshed connection was replaced or revoked during its refresh; its new tokens are dropped"
-                    );
+                    tracing::warn!(upstream, "vault: a connection was replaced or revoked during its refresh; the new tokens are dropped");
                     return Ok(None);
                 }
                 self.event("refresh", Outcome::Ok, upstream, Some(&row.principal), "tokens refreshed").await;
@@ -175,23 +218,28 @@ impl Vault {
                 Ok(Some(Access { token: tokens.access_token.into(), expires_ms: tokens.expires_ms }))
             }
             Err(AsError::Refused(why)) => {
-                db::grant_delete(&self.store, &row.id).await?;
+                // Only the version read: a newer one written meanwhile is not this refusal's.
+                db::grant_delete_version(&self.store, &row.id, row.version).await?;
                 let detail = format!("the refresh was refused ({why}); the connection is forgotten and the user must connect again");
                 self.event("failure", Outcome::Denied, upstream, Some(&row.principal), &detail).await;
                 Ok(None)
             }
-            Err(AsError::Unavailable(why)) => {
-                self.event("failure", Outcome::InternalError, upstream, Some(&row.principal), &format!("refresh: {why}")).await;
-                if row.expires_ms > now_ms() {
-                    return Ok(Some(Access { token: old.access_token.clone().into(), expires_ms: row.expires_ms }));
+            Err(e) => {
+                if let AsError::ClientRejected(_) = &e {
+                    self.client_rejected(auth, &row.issuer).await;
                 }
-                Err(VaultError::Unavailable(why))
+                let why = e.to_string();
+                self.event("failure", Outcome::InternalError, upstream, Some(&row.principal), &format!("refresh: {why}")).await;
+                old.map(Some).ok_or(VaultError::Unavailable(why))
             }
         }
     }
 
     async fn used(&self, row: &db::GrantRow, now: i64) {
-        if let Err(e) = db::grant_used(&self.store, &row.id, now).await {
+        // The last use is shown to the user and operators to the minute: no write per call.
+        if now - row.used_ms > 60_000
+            && let Err(e) = db::grant_used(&self.store, &row.id, now).await
+        {
             tracing::warn!(error = %e, "vault: cannot stamp a connection's use");
         }
         self.event("use", Outcome::Ok, &row.upstream, Some(&row.principal), "a call went out with the user's token").await;
@@ -209,7 +257,8 @@ impl Vault {
             return Ok(false);
         }
         if let (Some(secrets), Some(auth)) = (self.open_row(&row), self.authorization(&row.upstream))
-            && let (Ok(metadata), Ok(client)) = (auth.metadata().await, self.client(&auth).await)
+            && let (Ok(metadata), Ok(client)) = (self.metadata(&auth).await, self.client(&auth).await)
+            && metadata.issuer == row.issuer
         {
             if let Some(refresh) = &secrets.refresh_token {
                 auth.revoke(&metadata, &client, refresh, "refresh_token").await;
@@ -247,7 +296,7 @@ impl Vault {
             let mut progressed = false;
             for row in &rows {
                 let Some(secrets) = self.open_row(row) else { continue };
-                let (key_id, sealed) = self.seal_for(&row.id, &row.principal, &row.upstream, &secrets);
+                let (key_id, sealed) = self.seal_for(row, &secrets);
                 if db::grant_reseal(&self.store, &row.id, row.version, &key_id, &sealed, now_ms()).await? {
                     done += 1;
                     progressed = true;

@@ -42,7 +42,8 @@ pub struct Vault {
     audit: Option<Arc<AuditLog>>,
     /// Each `grant = "user"` upstream's authorization server, by upstream name.
     upstreams: DashMap<String, Arc<UpstreamAuthorization>>,
-    /// toolgate's identity at each upstream's server, once known.
+    /// toolgate's identity at each upstream's server, once known; dropped when the server
+    /// rejects it.
     clients: DashMap<String, ClientIdentity>,
 }
 
@@ -111,6 +112,48 @@ impl Vault {
         self.clients.remove(upstream);
     }
 
+    /// The upstream's authorization server's metadata. One found through the upstream (no
+    /// `oauth.authorization_server`) must be the one first found for it, by any replica:
+    /// an upstream that later names another server is refused, so it cannot move its users'
+    /// refresh tokens or toolgate's client secret there.
+    pub async fn metadata(&self, auth: &UpstreamAuthorization) -> Result<Arc<authorization_server::AsMetadata>, AsError> {
+        let metadata = auth.metadata().await?;
+        if auth.settings.authorization_server.is_some() {
+            return Ok(metadata);
+        }
+        let pinned = db::issuer_pin(&self.store, &auth.upstream, &metadata.issuer, crate::authserver::now_ms()).await.map_err(|e| {
+            tracing::error!(error = %e, "vault: database error");
+            AsError::Unavailable("the vault cannot be read".into())
+        })?;
+        if pinned != metadata.issuer {
+            tracing::warn!(upstream = %auth.upstream, "vault: the upstream names another authorization server than the one first found; refused");
+            return Err(AsError::Unavailable(format!(
+                "the upstream now names another authorization server than the one first found for it ({pinned}); an operator must set oauth.authorization_server"
+            )));
+        }
+        Ok(metadata)
+    }
+
+    /// Forgets an upstream that was removed or now points elsewhere: its users' connections,
+    /// its pinned authorization server, toolgate's registration there.
+    pub async fn forget_upstream(&self, upstream: &str) {
+        self.clients.remove(upstream);
+        match db::forget_upstream(&self.store, upstream).await {
+            Ok(0) => {}
+            Ok(n) => {
+                self.event(
+                    "revoke",
+                    Outcome::Ok,
+                    upstream,
+                    None,
+                    &format!("{n} connections forgotten: the upstream was removed or changed"),
+                )
+                .await
+            }
+            Err(e) => tracing::error!(error = %e, upstream, "vault: cannot forget a removed upstream's connections"),
+        }
+    }
+
     pub fn authorization(&self, upstream: &str) -> Option<Arc<UpstreamAuthorization>> {
         self.upstreams.get(upstream).map(|a| a.clone())
     }
@@ -129,11 +172,11 @@ impl Vault {
 
     async fn resolve_client(&self, auth: &UpstreamAuthorization) -> Result<ClientIdentity, AsError> {
         if let Some(client_id) = &auth.settings.client_id {
-            let secret = auth.settings.client_secret.as_ref().map(crate::upstream::credentials::read_secret).transpose();
+            let secret = auth.settings.client_secret.as_ref().map(crate::config::upstreams::HeaderSource::read).transpose();
             let secret = secret.map_err(|e| AsError::Unavailable(format!("oauth.client_secret: {e}")))?;
             return Ok(ClientIdentity { client_id: client_id.clone(), secret });
         }
-        let metadata = auth.metadata().await?;
+        let metadata = self.metadata(auth).await?;
         if metadata.metadata_documents && auth.metadata_document_url.starts_with("https://") {
             return Ok(ClientIdentity { client_id: auth.metadata_document_url.clone(), secret: None });
         }
@@ -164,6 +207,17 @@ impl Vault {
         match db::client_get(&self.store, &auth.upstream, &metadata.issuer).await.map_err(unavailable)? {
             Some(row) => self.open_client(&row, &aad(&row.client_id)),
             None => Ok(registered),
+        }
+    }
+
+    /// The server rejected toolgate's client (`invalid_client`): forget a dynamic
+    /// registration, so the next use registers again; the users' grants stay.
+    pub(crate) async fn client_rejected(&self, auth: &UpstreamAuthorization, issuer: &str) {
+        self.clients.remove(&auth.upstream);
+        if auth.settings.client_id.is_none()
+            && let Err(e) = db::client_forget(&self.store, &auth.upstream, issuer).await
+        {
+            tracing::warn!(error = %e, "vault: cannot forget a rejected registration");
         }
     }
 

@@ -30,6 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "tooldef",
             "packs",
             "admission",
+            "vault",
             "upstream",
             "approval",
             "virtual_servers",

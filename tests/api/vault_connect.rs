@@ -101,21 +101,23 @@ impl Gate {
         assert_eq!(res.status(), StatusCode::SEE_OTHER, "callback: {}", res.text().await.unwrap_or_default());
         let confirm = header(&res, "location");
         assert!(confirm.starts_with("/oauth/vault/confirm?id="), "{confirm}");
-        let callback = self.approve(&confirm, &cookie).await;
-        (cookie, callback)
+        self.approve(&confirm, &cookie).await
     }
 
-    /// Approves on the confirmation page and signs in at the upstream: the callback URL.
-    async fn approve(&self, confirm: &str, cookie: &str) -> String {
+    /// Approves on the confirmation page and signs in at the upstream: the browser's new
+    /// cookie (set anew right before it leaves for the upstream) and the callback URL.
+    async fn approve(&self, confirm: &str, cookie: &str) -> (String, String) {
         let res = self.decide(confirm, cookie, "approve").await;
         assert_eq!(res.status(), StatusCode::SEE_OTHER);
+        let renewed = header(&res, "set-cookie").split(';').next().expect("a new binding cookie").to_owned();
+        assert!(renewed.starts_with("toolgate-signin=") && renewed != cookie, "{renewed}");
         let authorize = header(&res, "location");
         assert!(authorize.starts_with(&format!("{}/authorize?", self.upstream_as.issuer)), "{authorize}");
         let res = self.browse(&authorize, None).await;
         assert_eq!(res.status(), StatusCode::FOUND);
         let callback = header(&res, "location");
         assert!(callback.starts_with(&self.url(&format!("/oauth/vault/callback/{UPSTREAM}?"))), "{callback}");
-        callback
+        (renewed, callback)
     }
 
     /// The whole connect of `link`: the last page.
@@ -642,7 +644,7 @@ async fn hidden_tools_are_listed_once_the_user_connects() {
     let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let res = g.submit("/oauth/connections", &form, &cookie).await;
     assert_eq!(res.status(), StatusCode::SEE_OTHER);
-    let callback = g.approve(&header(&res, "location"), &cookie).await;
+    let (cookie, callback) = g.approve(&header(&res, "location"), &cookie).await;
     assert_eq!(g.browse(&callback, Some(&cookie)).await.status(), StatusCode::OK);
 
     assert!(listed(g.modern(&token, 2, "tools/list", json!({}), url_caps()).await));
