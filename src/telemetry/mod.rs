@@ -80,41 +80,44 @@ where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.filter));
-    let mut layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> = Vec::with_capacity(2);
-    match settings.format {
+    let log: Box<dyn Layer<Registry> + Send + Sync> = match settings.format {
         // One filter for both: span fields are kept only for spans that are logged.
-        LogFormat::Json => layers.push(
-            json::SpanFields
-                .and_then(tracing_subscriber::fmt::layer().event_format(json::JsonLines).with_writer(writer))
-                .with_filter(filter)
-                .boxed(),
-        ),
-        LogFormat::Pretty => layers.push(
-            tracing_subscriber::fmt::layer()
-                .compact()
-                .with_target(true)
-                .with_ansi(ansi)
-                .fmt_fields(fields::escaped())
-                .with_writer(writer)
-                .with_filter(filter)
-                .boxed(),
-        ),
-    }
+        LogFormat::Json => {
+            json::SpanFields.and_then(tracing_subscriber::fmt::layer().event_format(json::JsonLines).with_writer(writer)).boxed()
+        }
+        LogFormat::Pretty => tracing_subscriber::fmt::layer()
+            .compact()
+            .with_target(true)
+            .with_ansi(ansi)
+            .fmt_fields(fields::escaped())
+            .with_writer(writer)
+            .boxed(),
+    };
     #[cfg_attr(not(feature = "otel"), expect(unused_mut, reason = "only the otel feature adds the provider"))]
     let mut telemetry = Telemetry::default();
+    #[cfg_attr(not(feature = "otel"), expect(unused_mut, reason = "only the otel feature adds a layer"))]
+    let mut traces: Option<Box<dyn Layer<Registry> + Send + Sync>> = None;
     #[cfg(feature = "otel")]
     let otel_error = match settings.otlp.endpoint.as_deref() {
         None => None,
         Some(endpoint) => match otel::pipeline(endpoint, &settings.otlp) {
             Ok((layer, provider)) => {
-                layers.push(layer);
+                traces = Some(layer);
                 telemetry.provider = Some(provider);
                 None
             }
             Err(e) => Some(e),
         },
     };
-    if tracing_subscriber::registry().with(layers).try_init().is_err() {
+    // Alone, the log layer's filter is the whole subscriber's. A per-layer filter drops events
+    // when a library asks `enabled` with other metadata in between, as sqlx's query logger
+    // does after every query on Postgres (tokio-rs/tracing#2519); with the OTLP layer beside
+    // it each keeps its own filter, so traces are not cut to the log level.
+    let installed = match traces {
+        None => tracing_subscriber::registry().with(log).with(filter).try_init(),
+        Some(traces) => tracing_subscriber::registry().with(vec![log.with_filter(filter).boxed(), traces]).try_init(),
+    };
+    if installed.is_err() {
         return telemetry;
     }
     #[cfg(feature = "otel")]
