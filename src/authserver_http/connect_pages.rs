@@ -5,7 +5,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 
 use super::pages::{esc, page};
-use crate::vault::connect::{ConfirmView, ManageView};
+use crate::vault::connect::ConfirmView;
+use crate::vault::connections_page::ManageView;
 
 /// "Connect your account at {upstream}?": who, which scopes, where the browser goes next.
 pub fn confirm(view: &ConfirmView) -> Response {

@@ -1,6 +1,5 @@
 //! An upstream's own authorization server, as toolgate's OAuth client sees it (spec §6.4): where
-//! it is (configured, or found the way MCP clients find it: the upstream's 401, its RFC 9728
-//! protected-resource metadata, then RFC 8414 / OpenID discovery), who toolgate is there (a
+//! it is ([`super::discovery`]), who toolgate is there (a
 //! pre-registered client, a Client ID Metadata Document toolgate serves about itself, or a
 //! dynamic registration shared by every replica), and the grants: authorization code with
 //! PKCE S256 and `resource`, refresh, revocation, client credentials. The grants go through the
@@ -26,7 +25,7 @@ use crate::config::upstreams::OAuthSettings;
 use crate::tooldef::http::{AddressPolicy, GuardedResolver};
 
 /// Metadata is fetched again after this long.
-const METADATA_TTL: Duration = Duration::from_secs(3600);
+pub(super) const METADATA_TTL: Duration = Duration::from_secs(3600);
 /// Largest document read from any of these servers.
 const MAX_BODY: usize = 64 * 1024;
 /// Lifetime assumed when a token response has no `expires_in`.
@@ -79,14 +78,14 @@ type CodeClient = BasicClient<EndpointSet, EndpointNotSet, EndpointNotSet, Endpo
 /// One upstream's authorization server.
 pub struct UpstreamAuthorization {
     pub upstream: String,
-    upstream_url: String,
+    pub(super) upstream_url: String,
     pub settings: OAuthSettings,
     pub redirect_uri: String,
     /// The Client ID Metadata Document's URL, which is also the client id it names.
     pub metadata_document_url: String,
-    http: reqwest::Client,
-    policy: AddressPolicy,
-    metadata: tokio::sync::Mutex<Option<(Arc<AsMetadata>, Instant)>>,
+    pub(super) http: reqwest::Client,
+    pub(super) policy: AddressPolicy,
+    pub(super) metadata: tokio::sync::Mutex<Option<(Arc<AsMetadata>, Instant)>>,
 }
 
 impl std::fmt::Debug for UpstreamAuthorization {
@@ -136,100 +135,6 @@ impl UpstreamAuthorization {
     /// The RFC 8707 resource tokens are asked for.
     pub fn resource(&self) -> &str {
         self.settings.resource.as_deref().unwrap_or(&self.upstream_url)
-    }
-
-    /// The server's metadata, fetched once an hour; failures are not kept.
-    pub async fn metadata(&self) -> Result<Arc<AsMetadata>, AsError> {
-        let mut cached = self.metadata.lock().await;
-        if let Some((metadata, at)) = cached.as_ref().filter(|(_, at)| at.elapsed() < METADATA_TTL) {
-            let _ = at;
-            return Ok(metadata.clone());
-        }
-        let issuer = match &self.settings.authorization_server {
-            Some(issuer) => issuer.clone(),
-            None => self.discover_issuer().await?,
-        };
-        let metadata = Arc::new(self.fetch_metadata(&issuer).await?);
-        *cached = Some((metadata.clone(), Instant::now()));
-        Ok(metadata)
-    }
-
-    /// RFC 9728 from the upstream: its 401's `resource_metadata`, else the well-known URL.
-    async fn discover_issuer(&self) -> Result<String, AsError> {
-        let upstream = Url::parse(&self.upstream_url).map_err(|_| unavailable("the upstream's url is not a URL"))?;
-        let probe = self
-            .http
-            .post(upstream.clone())
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .body(json!({ "jsonrpc": "2.0", "id": 0, "method": "ping" }).to_string());
-        let header = match probe.send().await {
-            Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED => {
-                r.headers().get("www-authenticate").and_then(|v| v.to_str().ok()).and_then(resource_metadata_param)
-            }
-            Ok(_) | Err(_) => None,
-        };
-        let mut candidates = Vec::new();
-        if let Some(url) = header.and_then(|h: String| Url::parse(&h).ok()).filter(|u| u.origin() == upstream.origin()) {
-            // Only from the upstream's own origin: its 401 does not get to send toolgate elsewhere.
-            candidates.push(url);
-        }
-        let path = upstream.path().trim_end_matches('/');
-        for suffix in [path, ""] {
-            if let Ok(url) = upstream.join(&format!("/.well-known/oauth-protected-resource{suffix}")) {
-                candidates.push(url);
-            }
-        }
-        for url in candidates {
-            let Ok(document) = self.get_json(&url).await else { continue };
-            let issuer = document.get("authorization_servers").and_then(Value::as_array).and_then(|a| a.first()).and_then(Value::as_str);
-            if let Some(issuer) = issuer {
-                return Ok(issuer.to_owned());
-            }
-        }
-        Err(unavailable(
-            "the upstream names no authorization server (no RFC 9728 protected-resource metadata); set oauth.authorization_server",
-        ))
-    }
-
-    /// RFC 8414 then OpenID discovery, for an issuer with or without a path; the document
-    /// must name exactly this issuer.
-    async fn fetch_metadata(&self, issuer: &str) -> Result<AsMetadata, AsError> {
-        let url = Url::parse(issuer).map_err(|_| unavailable("the authorization server's issuer is not a URL"))?;
-        let path = url.path().trim_end_matches('/');
-        let mut candidates = vec![
-            url.join(&format!("/.well-known/oauth-authorization-server{path}")),
-            url.join(&format!("/.well-known/openid-configuration{path}")),
-        ];
-        if !path.is_empty() {
-            candidates.push(Url::parse(&format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/'))));
-        }
-        for candidate in candidates.into_iter().flatten() {
-            let Ok(document) = self.get_json(&candidate).await else { continue };
-            return metadata_from(&document, issuer);
-        }
-        Err(unavailable("the authorization server's metadata (RFC 8414 or OpenID discovery) could not be read"))
-    }
-
-    /// A JSON document, over the guarded client.
-    async fn get_json(&self, url: &Url) -> Result<Value, AsError> {
-        self.check(url)?;
-        let response =
-            self.http.get(url.clone()).header("accept", "application/json").send().await.map_err(|_| unavailable("unreachable"))?;
-        if response.status() != reqwest::StatusCode::OK {
-            return Err(unavailable("not found"));
-        }
-        let body = small_body(response).await.ok_or_else(|| unavailable("too large"))?;
-        serde_json::from_slice(&body).map_err(|_| unavailable("not JSON"))
-    }
-
-    /// https, or http to an exempt host; and the SSRF policy's literal-address check.
-    fn check(&self, url: &Url) -> Result<(), AsError> {
-        let exempt = url.host_str().is_some_and(|h| self.policy.is_allowed(h));
-        if url.scheme() != "https" && !(url.scheme() == "http" && exempt) {
-            return Err(unavailable("the authorization server must be reached over https"));
-        }
-        self.policy.check_url(url).map_err(|_| unavailable("the authorization server's address is not allowed (oauth.private_hosts)"))
     }
 
     fn code_client(&self, metadata: &AsMetadata, client: &ClientIdentity) -> Result<CodeClient, AsError> {
@@ -361,40 +266,6 @@ impl UpstreamAuthorization {
     }
 }
 
-fn metadata_from(document: &Value, issuer: &str) -> Result<AsMetadata, AsError> {
-    let text = |k: &str| document.get(k).and_then(Value::as_str).map(str::to_owned);
-    let named = text("issuer").unwrap_or_default();
-    if named.trim_end_matches('/') != issuer.trim_end_matches('/') {
-        return Err(AsError::Unavailable(format!(
-            "the authorization server's metadata names another issuer than {issuer} (RFC 8414 §3.3): not used"
-        )));
-    }
-    let pkce = document.get("code_challenge_methods_supported").and_then(Value::as_array);
-    if !pkce.is_some_and(|methods| methods.iter().any(|m| m == "S256")) {
-        return Err(unavailable("the authorization server does not advertise PKCE S256 (code_challenge_methods_supported): not used"));
-    }
-    Ok(AsMetadata {
-        issuer: named,
-        authorization_endpoint: text("authorization_endpoint").ok_or_else(|| unavailable("no authorization_endpoint in the metadata"))?,
-        token_endpoint: text("token_endpoint").ok_or_else(|| unavailable("no token_endpoint in the metadata"))?,
-        registration_endpoint: text("registration_endpoint"),
-        revocation_endpoint: text("revocation_endpoint"),
-        metadata_documents: document.get("client_id_metadata_document_supported").and_then(Value::as_bool).unwrap_or(false),
-        iss_parameter: document.get("authorization_response_iss_parameter_supported").and_then(Value::as_bool).unwrap_or(false),
-    })
-}
-
-/// `resource_metadata="…"` of a `WWW-Authenticate: Bearer …` header.
-fn resource_metadata_param(header: &str) -> Option<String> {
-    let at = header.find("resource_metadata=")? + "resource_metadata=".len();
-    let rest = &header[at..];
-    let value = match rest.strip_prefix('"') {
-        Some(quoted) => &quoted[..quoted.find('"')?],
-        None => rest.split([',', ' ']).next()?,
-    };
-    Some(value.to_owned())
-}
-
 fn token_set(response: &oauth2::basic::BasicTokenResponse, old_refresh: Option<&str>) -> TokenSet {
     let lifetime = response.expires_in().map_or(ASSUMED_LIFETIME_MS, |d| i64::try_from(d.as_millis()).unwrap_or(ASSUMED_LIFETIME_MS));
     TokenSet {
@@ -421,11 +292,11 @@ fn token_error<E: std::error::Error>(e: RequestTokenError<E, oauth2::StandardErr
     }
 }
 
-fn unavailable(why: &str) -> AsError {
+pub(super) fn unavailable(why: &str) -> AsError {
     AsError::Unavailable(why.to_owned())
 }
 
-async fn small_body(mut response: reqwest::Response) -> Option<Vec<u8>> {
+pub(super) async fn small_body(mut response: reqwest::Response) -> Option<Vec<u8>> {
     let mut body = Vec::new();
     while let Ok(Some(chunk)) = response.chunk().await {
         if body.len() + chunk.len() > MAX_BODY {
@@ -438,33 +309,4 @@ async fn small_body(mut response: reqwest::Response) -> Option<Vec<u8>> {
 
 fn form_encode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_resource_metadata_parameter_is_read_quoted_or_bare() {
-        let h = r#"Bearer error="invalid_token", resource_metadata="https://u.example/.well-known/oauth-protected-resource/mcp""#;
-        assert_eq!(resource_metadata_param(h).as_deref(), Some("https://u.example/.well-known/oauth-protected-resource/mcp"));
-        assert_eq!(
-            resource_metadata_param("Bearer resource_metadata=https://u.example/x, scope=a").as_deref(),
-            Some("https://u.example/x")
-        );
-        assert_eq!(resource_metadata_param("Bearer realm=x"), None);
-    }
-
-    #[test]
-    fn metadata_for_another_issuer_is_not_used() {
-        let doc = json!({"issuer": "https://evil.example", "authorization_endpoint": "https://a/x", "token_endpoint": "https://a/t",
-                         "code_challenge_methods_supported": ["S256"]});
-        assert!(metadata_from(&doc, "https://as.example").is_err());
-    }
-
-    #[test]
-    fn metadata_without_pkce_s256_is_not_used() {
-        let doc = json!({"issuer": "https://as.example", "authorization_endpoint": "https://a/x", "token_endpoint": "https://a/t"});
-        assert!(metadata_from(&doc, "https://as.example").is_err());
-    }
 }

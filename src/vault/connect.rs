@@ -18,7 +18,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Vault, VaultError, db, user_keys};
+use super::{Vault, VaultError, db};
 use crate::audit::Outcome;
 use crate::authserver::federation::{FederationError, PendingLogin};
 use crate::authserver::flow::{PageError, constant_time_eq, csrf_token};
@@ -29,7 +29,7 @@ use crate::authserver::{Identity, now_ms};
 /// (`/oauth/callback`) knows it is not a client's sign-in.
 pub const STATE_PREFIX: &str = "v.";
 /// The `upstream` of a connections-page transaction.
-const MANAGE: &str = "*";
+pub(super) const MANAGE: &str = "*";
 
 /// A link to send a caller to.
 pub struct ConnectLink {
@@ -58,16 +58,6 @@ pub struct ConfirmView {
     /// The upstream's authorization server's origin (shown, and the one place the form's
     /// answer may redirect to).
     pub authorization_origin: String,
-}
-
-/// What the connections page shows.
-pub struct ManageView {
-    pub id: String,
-    pub csrf: String,
-    pub user: String,
-    pub connections: Vec<super::grants::ConnectionView>,
-    /// Upstreams with `grant = "user"` the user has not connected.
-    pub unconnected: Vec<String>,
 }
 
 /// What is kept between the redirect to a server and its callback (never sent anywhere).
@@ -115,7 +105,7 @@ impl Vault {
         format!("{}/oauth/connections", self.public_origin())
     }
 
-    fn ttl_ms(&self) -> i64 {
+    pub(super) fn ttl_ms(&self) -> i64 {
         i64::try_from(self.settings.connect_ttl_secs.saturating_mul(1000)).unwrap_or(600_000)
     }
 
@@ -132,25 +122,7 @@ impl Vault {
         self.sign_in(&row.id, "new").await
     }
 
-    /// `GET /oauth/connections` without a signed-in page: a transaction of its own, signed in.
-    pub async fn manage_begin(&self) -> Result<ConnectNext, PageError> {
-        let id = hash(&random_secret());
-        let row = db::ConnectRow {
-            id: id.clone(),
-            principal: None,
-            upstream: MANAGE.into(),
-            stage: "new".into(),
-            browser_hash: None,
-            state_hash: None,
-            pending: None,
-            identity: None,
-            expires_ms: now_ms() + self.ttl_ms(),
-        };
-        db::connect_insert(&self.store, &row, now_ms()).await.map_err(db_error)?;
-        self.sign_in(&id, "new").await
-    }
-
-    async fn sign_in(&self, id: &str, from: &str) -> Result<ConnectNext, PageError> {
+    pub(super) async fn sign_in(&self, id: &str, from: &str) -> Result<ConnectNext, PageError> {
         // A fresh binding each time (PXY-04): a value planted in the browser beforehand binds
         // nothing.
         let cookie = random_secret();
@@ -334,66 +306,6 @@ impl Vault {
         Ok(upstream.to_owned())
     }
 
-    /// The connections page's content.
-    pub async fn manage_view(&self, id: &str, cookie: Option<&str>, per_user: &[String]) -> Result<ManageView, PageError> {
-        let row = self.bound(id, cookie, "manage").await?;
-        let identity = identity_of(&row)?;
-        let keys = user_keys(self.auth_server.issuer(), &identity);
-        let connections = self.connections_of(&keys).await.map_err(|_| PageError::new(503, "the vault cannot be read right now"))?;
-        let unconnected = per_user.iter().filter(|u| !connections.iter().any(|c| &&c.upstream == u)).cloned().collect();
-        Ok(ManageView {
-            id: id.to_owned(),
-            csrf: csrf_token(cookie.unwrap_or_default(), id),
-            user: display(&identity),
-            connections,
-            unconnected,
-        })
-    }
-
-    /// A connections-page action: `disconnect` a connection of this user, or `connect` an
-    /// upstream (then the confirmation page).
-    pub async fn manage_action(
-        &self,
-        id: &str,
-        csrf: &str,
-        action: &str,
-        target: &str,
-        cookie: Option<&str>,
-    ) -> Result<ConnectNext, PageError> {
-        let row = self.bound(id, cookie, "manage").await?;
-        if !constant_time_eq(csrf, &csrf_token(cookie.unwrap_or_default(), id)) {
-            return Err(PageError::new(403, "this form is not from this browser's connections page; start again"));
-        }
-        let identity = identity_of(&row)?;
-        let keys = user_keys(self.auth_server.issuer(), &identity);
-        match action {
-            "disconnect" => {
-                self.revoke(target, Some(&keys), "the user")
-                    .await
-                    .map_err(|_| PageError::new(503, "the vault cannot be written right now"))?;
-                Ok(ConnectNext::Manage { id: id.to_owned() })
-            }
-            "connect" if self.authorization(target).is_some() => {
-                let new_id = hash(&random_secret());
-                let identity_json = row.identity.clone();
-                let new = db::ConnectRow {
-                    id: new_id.clone(),
-                    principal: Some(keys[0].clone()),
-                    upstream: target.to_owned(),
-                    stage: "confirm".into(),
-                    browser_hash: row.browser_hash.clone(),
-                    state_hash: None,
-                    pending: None,
-                    identity: identity_json,
-                    expires_ms: now_ms() + self.ttl_ms(),
-                };
-                db::connect_insert(&self.store, &new, now_ms()).await.map_err(db_error)?;
-                Ok(ConnectNext::Confirm { id: new_id })
-            }
-            _ => Err(PageError::new(400, "unknown action")),
-        }
-    }
-
     async fn bound_by_state(&self, state: &str, cookie: Option<&str>, stage: &str) -> Result<db::ConnectRow, PageError> {
         let gone = || {
             PageError::new(
@@ -408,7 +320,7 @@ impl Vault {
         self.check_bound(row, cookie, stage)
     }
 
-    async fn bound(&self, id: &str, cookie: Option<&str>, stage: &str) -> Result<db::ConnectRow, PageError> {
+    pub(super) async fn bound(&self, id: &str, cookie: Option<&str>, stage: &str) -> Result<db::ConnectRow, PageError> {
         let gone = || PageError::new(400, "this page has expired; start again from your application");
         if id.len() != 64 {
             return Err(gone());
@@ -430,15 +342,15 @@ impl Vault {
     }
 }
 
-fn identity_of(row: &db::ConnectRow) -> Result<Identity, PageError> {
+pub(super) fn identity_of(row: &db::ConnectRow) -> Result<Identity, PageError> {
     row.identity.as_deref().and_then(|i| serde_json::from_str(i).ok()).ok_or_else(|| PageError::new(400, "start again"))
 }
 
-fn display(identity: &Identity) -> String {
+pub(super) fn display(identity: &Identity) -> String {
     identity.email.clone().or_else(|| identity.name.clone()).unwrap_or_else(|| identity.subject.clone())
 }
 
-fn db_error(e: sqlx::Error) -> PageError {
+pub(super) fn db_error(e: sqlx::Error) -> PageError {
     tracing::error!(error = %e, "vault: database error");
     PageError::new(503, "the server cannot continue right now; try again")
 }

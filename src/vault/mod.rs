@@ -5,10 +5,12 @@
 //!
 //! - [`seal`]: records sealed with XChaCha20-Poly1305 under keys from files or secrets.
 //! - [`authorization_server`]: the upstream's authorization server, as toolgate's OAuth client
-//!   sees it (discovery, registration, the grants).
+//!   sees it (registration, the grants); `discovery`: where it is and its metadata (the first
+//!   one found for an upstream is pinned here, in [`Vault::metadata`]).
 //! - [`grants`]: a user's tokens: stored, used, refreshed once across replicas, revoked.
 //! - [`connect`]: the connect link an elicitation carries and its browser steps: the same
-//!   user signed in at the identity provider, consent, the upstream's authorization.
+//!   user signed in at the identity provider, consent, the upstream's authorization;
+//!   [`connections_page`]: the user's own page (list, disconnect, connect).
 //! - [`db`]: the tables.
 //!
 //! A user is the MCP token's (`iss`, `sub`); the connect page signs the browser in at the
@@ -17,7 +19,9 @@
 
 pub mod authorization_server;
 pub mod connect;
+pub mod connections_page;
 pub mod db;
+mod discovery;
 pub mod grants;
 pub mod seal;
 
