@@ -9,7 +9,7 @@
 use reqwest::{Response, StatusCode};
 use serde_json::{Value, json};
 
-use crate::common::upstream_as::DEFAULT_USER;
+use crate::common::upstream_as::{self, DEFAULT_USER};
 use crate::common::vault_gate::{Gate, TOOL, UPSTREAM, USER};
 
 /// A client that can open URLs (URL-mode elicitation).
@@ -548,6 +548,31 @@ async fn an_unavailable_refresh_does_not_stall_calls_on_a_still_valid_token() {
     }
     assert!(g.mcp.authorizations("tools/call").iter().all(|a| a == &format!("Bearer {}", issued[0])));
     assert!(!g.upstream_as.token_requests("refresh_token").is_empty(), "a refresh was tried");
+}
+
+/// Without `client_id`, toolgate registers itself at the upstream's server (RFC 7591) once:
+/// a web client whose one redirect is the vault's callback (client credentials too, to list
+/// the tools); the secret it gets is kept sealed, calls and connects use that client, and a
+/// restart uses the stored registration instead of registering again.
+#[tokio::test]
+async fn without_a_client_id_toolgate_registers_once_and_keeps_the_secret_sealed() {
+    let mut g = Gate::start_registering().await;
+    let registrations = g.upstream_as.registrations();
+    assert_eq!(registrations.len(), 1, "{registrations:?}");
+    let asked = &registrations[0];
+    assert_eq!(asked["redirect_uris"], json!([g.url(&format!("/oauth/vault/callback/{UPSTREAM}"))]));
+    assert_eq!(asked["grant_types"], json!(["authorization_code", "refresh_token", "client_credentials"]));
+    let (token, session) = g.connected().await;
+    assert_eq!(text(&g.call(&token, &session, 2).await), DEFAULT_USER);
+    let stored: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT client_id, sealed_secret FROM vault_clients").fetch_all(&g.pool()).await.expect("clients");
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].0, upstream_as::CLIENT_ID);
+    let sealed = stored[0].1.clone().expect("the secret is kept");
+    assert!(!sealed.contains(upstream_as::CLIENT_SECRET), "sealed, not in the clear");
+    g.restart(&["k1"]).await;
+    assert_eq!(g.upstream_as.registrations().len(), 1, "the stored registration is used after a restart");
+    assert_eq!(text(&g.call(&token, &g.session(&token, url_caps()).await, 3).await), DEFAULT_USER);
 }
 
 // ---------------------------------------------------------------------------------------------

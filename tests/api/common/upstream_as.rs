@@ -3,8 +3,9 @@
 //! at once (the `login` query parameter names them, else [`DEFAULT_USER`]) and sends the
 //! browser back with a code, a token endpoint (authorization code with a PKCE check, refresh
 //! with rotation that counts every spend of every refresh token, client credentials), and a
-//! revocation endpoint that records what it was given. Only its pre-registered client
-//! ([`CLIENT_ID`], [`CLIENT_SECRET`], HTTP Basic) is served.
+//! revocation endpoint that records what it was given, and an RFC 7591 registration endpoint
+//! that hands out its one client ([`CLIENT_ID`], [`CLIENT_SECRET`], HTTP Basic) and records
+//! each registration request.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,6 +49,8 @@ pub struct State {
     authorize_requests: Vec<Pairs>,
     /// Each token request's form.
     token_requests: Vec<Pairs>,
+    /// Each registration request's body.
+    registrations: Vec<Value>,
     expires_in: u64,
     /// What every refresh is answered with instead of tokens, when set.
     refresh_failure: Option<(StatusCode, &'static str)>,
@@ -72,6 +75,7 @@ impl UpstreamAs {
             "authorization_endpoint": format!("{issuer}/authorize"),
             "token_endpoint": format!("{issuer}/token"),
             "revocation_endpoint": format!("{issuer}/revoke"),
+            "registration_endpoint": format!("{issuer}/register"),
             "response_types_supported": ["code"],
             "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
             "code_challenge_methods_supported": ["S256"],
@@ -95,6 +99,16 @@ impl UpstreamAs {
                 }),
             )
             .route(
+                "/register",
+                post({
+                    let this = this.clone();
+                    move |Json(body): Json<Value>| async move {
+                        this.state.lock().registrations.push(body);
+                        (StatusCode::CREATED, Json(json!({"client_id": CLIENT_ID, "client_secret": CLIENT_SECRET})))
+                    }
+                }),
+            )
+            .route(
                 "/revoke",
                 post({
                     let this = this.clone();
@@ -103,6 +117,11 @@ impl UpstreamAs {
             );
         tokio::spawn(async move { axum::serve(listener, app).await });
         this
+    }
+
+    /// The body of every registration request so far.
+    pub fn registrations(&self) -> Vec<Value> {
+        self.state.lock().registrations.clone()
     }
 
     /// `host:port`, for `oauth.private_hosts`.

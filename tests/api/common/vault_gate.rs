@@ -38,6 +38,8 @@ pub struct Gate {
     port: u16,
     /// Whether `unconnected = "hide"`.
     hide: bool,
+    /// No `client_id`: toolgate registers itself at the upstream's server.
+    register: bool,
     data: tempfile::TempDir,
     files: tempfile::TempDir,
 }
@@ -50,6 +52,15 @@ impl Gate {
 
     /// `hide`: the upstream's `unconnected = "hide"`.
     pub async fn start_with(hide: bool) -> Self {
+        Self::start_full(hide, false).await
+    }
+
+    /// toolgate registers itself at the upstream's server (RFC 7591): no `client_id`.
+    pub async fn start_registering() -> Self {
+        Self::start_full(false, true).await
+    }
+
+    async fn start_full(hide: bool, register: bool) -> Self {
         let idp = MockIdp::start().await;
         let upstream_as = UpstreamAs::start().await;
         let mcp = UpstreamMcp::start(upstream_as.clone()).await;
@@ -77,6 +88,7 @@ impl Gate {
             kid: String::new(),
             port,
             hide,
+            register,
             data: tempfile::tempdir().expect("data dir"),
             files,
         };
@@ -105,7 +117,7 @@ impl Gate {
         };
         let keys: Vec<Value> = keys.iter().map(|k| json!({"id": k, "file": self.files.path().join(k)})).collect();
         settings.vault = serde_json::from_value(json!({"keys": keys})).expect("vault settings");
-        let upstream = json!({
+        let mut upstream = json!({
             "url": self.mcp.url, "allow_private": true, "approval": "off", "connect_timeout_ms": 3000,
             "oauth": {
                 "grant": "user", "client_id": upstream_as::CLIENT_ID,
@@ -114,6 +126,11 @@ impl Gate {
                 "unconnected": if self.hide { "hide" } else { "list" },
             },
         });
+        if self.register {
+            let oauth = upstream["oauth"].as_object_mut().expect("oauth");
+            oauth.remove("client_id");
+            oauth.remove("client_secret");
+        }
         settings.upstreams.insert(UPSTREAM.into(), serde_json::from_value(upstream).expect("upstream settings"));
         settings
     }
