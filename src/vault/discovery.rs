@@ -58,7 +58,8 @@ impl UpstreamAuthorization {
         for url in candidates {
             let Ok(document) = self.get_json(&url).await else { continue };
             let issuer = document.get("authorization_servers").and_then(Value::as_array).and_then(|a| a.first()).and_then(Value::as_str);
-            if let Some(issuer) = issuer {
+            // The upstream's words: an issuer is a URL of reasonable length, or nothing.
+            if let Some(issuer) = issuer.filter(|i| i.len() <= 512 && Url::parse(i).is_ok()) {
                 return Ok(issuer.to_owned());
             }
         }

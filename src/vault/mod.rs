@@ -132,7 +132,8 @@ impl Vault {
         if pinned != metadata.issuer {
             tracing::warn!(upstream = %auth.upstream, "vault: the upstream names another authorization server than the one first found; refused");
             return Err(AsError::Unavailable(format!(
-                "the upstream now names another authorization server than the one first found for it ({pinned}); an operator must set oauth.authorization_server"
+                "the upstream now names another authorization server than the one first found for it ({}); an operator must set oauth.authorization_server",
+                crate::untrusted::text::escaped(&pinned, 128)
             )));
         }
         Ok(metadata)
