@@ -35,7 +35,7 @@ fn listing(page: Value) {
     let Some(listed) = page.get("tools").and_then(Value::as_array) else { return };
     let settings = serde_json::from_value(serde_json::json!({"url": "http://127.0.0.1:9/mcp", "prefix": "up_"})).expect("settings");
     let tools = toolgate::config::ToolSettings::default();
-    let link = Link::build("up", &settings, &tools, 30, tokio_util::sync::CancellationToken::new()).expect("link");
+    let link = Link::build("up", &settings, &tools, 30, tokio_util::sync::CancellationToken::new(), None).expect("link");
     let (served, skipped) = catalog::build(&Arc::new(link), listed);
     for tool in &served {
         let name = tool.name();
