@@ -175,7 +175,7 @@ async fn handshake(peer: &Peer, timeout: Duration) -> Result<Handshake, Upstream
 fn credentials(settings: &UpstreamSettings) -> Result<HeaderMap, UpstreamError> {
     let mut headers = HeaderMap::new();
     for (name, source) in &settings.headers {
-        let value = super::credentials::read_secret(source).map_err(|e| UpstreamError::Transport(format!("header {name}: {e}")))?;
+        let value = source.read().map_err(|e| UpstreamError::Transport(format!("header {name}: {e}")))?;
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| UpstreamError::Transport(format!("header {name}: {e}")))?;
         let mut value = HeaderValue::from_str(&format!("{}{value}", source.prefix))
             .map_err(|_| UpstreamError::Transport(format!("header {name}: the value has characters a header cannot carry")))?;

@@ -59,7 +59,8 @@ impl OAuth {
         settings: &OAuthSettings,
         user: Option<(Arc<crate::vault::Vault>, Arc<crate::vault::UpstreamAuthorization>)>,
     ) -> Result<Self, String> {
-        let secret = settings.client_secret.as_ref().map(read_secret).transpose().map_err(|e| format!("oauth.client_secret: {e}"))?;
+        let secret =
+            settings.client_secret.as_ref().map(HeaderSource::read).transpose().map_err(|e| format!("oauth.client_secret: {e}"))?;
         let client = match (&settings.token_url, &settings.client_id) {
             (Some(url), Some(client_id)) => {
                 let url = TokenUrl::new(url.clone()).map_err(|e| format!("oauth.token_url: {e}"))?;
@@ -214,8 +215,4 @@ fn form_encode(s: &str) -> String {
 
 fn serde_urlencoded_pairs(pairs: &[(&str, &str)]) -> String {
     url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish()
-}
-
-pub fn read_secret(source: &HeaderSource) -> Result<String, String> {
-    source.read()
 }

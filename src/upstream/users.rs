@@ -62,31 +62,31 @@ impl Expiry<[u8; 32], UserPeer> for Renewal {
 /// The connection for the caller whose token is `token`, made (exchange, then handshake) if
 /// there is none yet; concurrent first calls of one caller share one exchange.
 pub(super) async fn peer_for(link: &Arc<Link>, users: &Users, token: &BearerToken) -> Result<Arc<Peer>, UpstreamError> {
-    let key = token_key(token);
-    if let Some(user) = users.get(&key).await {
-        if !user.peer.is_closed() {
-            return Ok(user.peer);
-        }
-        users.invalidate(&key).await;
-    }
-    let made = users
-        .try_get_with(key, async {
-            let oauth = link.oauth.as_ref().ok_or_else(|| UpstreamError::Exchange("no oauth settings".into()))?;
-            let exchanged = oauth.exchange(token).await;
-            crate::metrics::record::upstream_token_exchange(&link.name, exchanged.is_ok());
-            let minted = exchanged?;
-            let open = Open { bearer: Bearer::Fixed(minted.token), listen: false, client: Some(link.callers_client()?), stderr: None };
-            let (peer, _) = connect(&link.name, &link.settings, &link.tool_settings, open).await?;
-            Ok::<_, UpstreamError>(UserPeer { peer: Arc::new(peer), renew_at: minted.renew_at })
-        })
-        .await;
-    made.map(|u| u.peer).map_err(|e| (*e).clone())
+    cached(link, users, token_key(token), async {
+        let oauth = link.oauth.as_ref().ok_or_else(|| UpstreamError::Exchange("no oauth settings".into()))?;
+        let exchanged = oauth.exchange(token).await;
+        crate::metrics::record::upstream_token_exchange(&link.name, exchanged.is_ok());
+        let minted = exchanged?;
+        Ok((minted.token, minted.renew_at))
+    })
+    .await
 }
 
 /// The connection that carries a per-user upstream's calls with `token` (the user's own, from
 /// the vault), made if there is none yet; kept until `renew_at`.
 pub(super) async fn peer_with(link: &Arc<Link>, users: &Users, token: &str, renew_at: Instant) -> Result<Arc<Peer>, UpstreamError> {
-    let key: [u8; 32] = sha2::Digest::finalize(<sha2::Sha256 as sha2::Digest>::new_with_prefix(token.as_bytes())).into();
+    let key = token_key(&BearerToken::new(token));
+    cached(link, users, key, async { Ok((Arc::<str>::from(token), renew_at)) }).await
+}
+
+/// The live connection under `key`, or one opened with the token `bearer` yields (shared by
+/// concurrent first calls), kept until the renewal time it yields.
+async fn cached(
+    link: &Arc<Link>,
+    users: &Users,
+    key: [u8; 32],
+    bearer: impl std::future::Future<Output = Result<(Arc<str>, Instant), UpstreamError>>,
+) -> Result<Arc<Peer>, UpstreamError> {
     if let Some(user) = users.get(&key).await {
         if !user.peer.is_closed() {
             return Ok(user.peer);
@@ -95,7 +95,8 @@ pub(super) async fn peer_with(link: &Arc<Link>, users: &Users, token: &str, rene
     }
     let made = users
         .try_get_with(key, async {
-            let open = Open { bearer: Bearer::Fixed(token.into()), listen: false, client: Some(link.callers_client()?), stderr: None };
+            let (token, renew_at) = bearer.await?;
+            let open = Open { bearer: Bearer::Fixed(token), listen: false, client: Some(link.callers_client()?), stderr: None };
             let (peer, _) = connect(&link.name, &link.settings, &link.tool_settings, open).await?;
             Ok::<_, UpstreamError>(UserPeer { peer: Arc::new(peer), renew_at })
         })
