@@ -41,8 +41,10 @@ pub(super) type HttpClient = (reqwest::Client, Url);
 pub enum Bearer {
     /// None, or a static one among `headers`.
     None,
-    /// A token minted for this connection alone (a caller's exchanged token).
-    Fixed(Arc<str>),
+    /// A token minted for this connection alone (a caller's exchanged token, or a user's own
+    /// from the vault), with the time it expires when known: never sent after that (the
+    /// session's DELETE of a connection closed late would otherwise carry a dead token).
+    Fixed(Arc<str>, Option<std::time::Instant>),
     /// toolgate's own, renewed as it expires (client credentials).
     Own(Arc<super::credentials::OAuth>),
 }
@@ -346,7 +348,10 @@ pub(super) async fn authorize(
     let request = request.headers(headers.clone());
     Ok(match bearer {
         Bearer::None => request,
-        Bearer::Fixed(token) => request.bearer_auth(token),
+        Bearer::Fixed(_, Some(expires)) if std::time::Instant::now() >= *expires => {
+            return Err(UpstreamError::Disconnected("the caller's token for this connection has expired".into()));
+        }
+        Bearer::Fixed(token, _) => request.bearer_auth(token),
         Bearer::Own(oauth) => request.bearer_auth(oauth.own_token().await?),
     })
 }
@@ -408,5 +413,27 @@ pub(super) fn status_error(response: &reqwest::Response, had_session: bool) -> U
         }
         StatusCode::NOT_FOUND if had_session => UpstreamError::Disconnected("the upstream ended the session (HTTP 404)".into()),
         _ => UpstreamError::Status(status.as_u16()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    fn request() -> reqwest::RequestBuilder {
+        reqwest::Client::new().delete("http://127.0.0.1:9/mcp")
+    }
+
+    #[tokio::test]
+    async fn a_connections_own_token_is_not_sent_once_it_has_expired() {
+        let expired = Bearer::Fixed("user-token".into(), Some(Instant::now() - Duration::from_secs(1)));
+        let refused = authorize(request(), &HeaderMap::new(), &expired).await;
+        assert!(matches!(refused, Err(UpstreamError::Disconnected(_))), "an expired token must not go out");
+
+        let valid = Bearer::Fixed("user-token".into(), Some(Instant::now() + Duration::from_secs(60)));
+        let sent = authorize(request(), &HeaderMap::new(), &valid).await.expect("a valid token goes out").build().unwrap();
+        assert_eq!(sent.headers()[http::header::AUTHORIZATION], "Bearer user-token");
     }
 }

@@ -42,7 +42,7 @@ pub(super) async fn connection(
     let Some(users) = &link.users else { return said("internal: no per-user connections".into()) };
     let left = Duration::from_millis(u64::try_from(access.expires_ms - crate::authserver::now_ms()).unwrap_or(0));
     let renew_at = Instant::now() + left.saturating_sub(RENEW_BEFORE).max(left / 2);
-    super::users::peer_with(link, users, &access.token, renew_at)
+    super::users::peer_with(link, users, &access.token, renew_at, Instant::now() + left)
         .await
         .map_err(|e| Ok(CallToolResult::error(format!("The upstream MCP server {} could not be reached as you: {e}", link.name))))
 }

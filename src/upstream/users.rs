@@ -62,7 +62,7 @@ impl Expiry<[u8; 32], UserPeer> for Renewal {
 /// The connection for the caller whose token is `token`, made (exchange, then handshake) if
 /// there is none yet; concurrent first calls of one caller share one exchange.
 pub(super) async fn peer_for(link: &Arc<Link>, users: &Users, token: &BearerToken) -> Result<Arc<Peer>, UpstreamError> {
-    cached(link, users, token_key(token), async {
+    cached(link, users, token_key(token), None, async {
         let oauth = link.oauth.as_ref().ok_or_else(|| UpstreamError::Exchange("no oauth settings".into()))?;
         let exchanged = oauth.exchange(token).await;
         crate::metrics::record::upstream_token_exchange(&link.name, exchanged.is_ok());
@@ -73,18 +73,26 @@ pub(super) async fn peer_for(link: &Arc<Link>, users: &Users, token: &BearerToke
 }
 
 /// The connection that carries a per-user upstream's calls with `token` (the user's own, from
-/// the vault), made if there is none yet; kept until `renew_at`.
-pub(super) async fn peer_with(link: &Arc<Link>, users: &Users, token: &str, renew_at: Instant) -> Result<Arc<Peer>, UpstreamError> {
+/// the vault, valid until `expires`), made if there is none yet; kept until `renew_at`.
+pub(super) async fn peer_with(
+    link: &Arc<Link>,
+    users: &Users,
+    token: &str,
+    renew_at: Instant,
+    expires: Instant,
+) -> Result<Arc<Peer>, UpstreamError> {
     let key = token_key(&BearerToken::new(token));
-    cached(link, users, key, async { Ok((Arc::<str>::from(token), renew_at)) }).await
+    cached(link, users, key, Some(expires), async { Ok((Arc::<str>::from(token), renew_at)) }).await
 }
 
 /// The live connection under `key`, or one opened with the token `bearer` yields (shared by
-/// concurrent first calls), kept until the renewal time it yields.
+/// concurrent first calls), kept until the renewal time it yields; the token is never sent
+/// after `expires`.
 async fn cached(
     link: &Arc<Link>,
     users: &Users,
     key: [u8; 32],
+    expires: Option<Instant>,
     bearer: impl std::future::Future<Output = Result<(Arc<str>, Instant), UpstreamError>>,
 ) -> Result<Arc<Peer>, UpstreamError> {
     if let Some(user) = users.get(&key).await {
@@ -96,7 +104,7 @@ async fn cached(
     let made = users
         .try_get_with(key, async {
             let (token, renew_at) = bearer.await?;
-            let open = Open { bearer: Bearer::Fixed(token), listen: false, client: Some(link.callers_client()?), stderr: None };
+            let open = Open { bearer: Bearer::Fixed(token, expires), listen: false, client: Some(link.callers_client()?), stderr: None };
             let (peer, _) = connect(&link.name, &link.settings, &link.tool_settings, open).await?;
             Ok::<_, UpstreamError>(UserPeer { peer: Arc::new(peer), renew_at })
         })
