@@ -300,44 +300,19 @@ metric_refs() {
   "$PY" - "$DEPLOY" <<'EOF'
 import json, re, sys, pathlib, yaml
 deploy = pathlib.Path(sys.argv[1])
-# name -> (labels, kind); the contract with src/ (metrics being implemented)
-SPEC = """
-toolgate_build_info gauge version git_sha replica
-toolgate_http_requests_total counter route method status
-toolgate_http_request_duration_seconds histogram route method
-toolgate_http_requests_in_flight gauge
-toolgate_mcp_requests_total counter method era
-toolgate_jsonrpc_errors_total counter code
-toolgate_tool_calls_total counter tool outcome
-toolgate_tool_call_duration_seconds histogram tool
-toolgate_tool_calls_queued gauge
-toolgate_sessions_open gauge
-toolgate_sse_streams_open gauge kind
-toolgate_list_changed_sent_total counter
-toolgate_list_changed_fanout_seconds histogram
-toolgate_auth_validations_total counter result reason
-toolgate_jwks_refreshes_total counter result
-toolgate_introspection_requests_total counter result
-toolgate_introspection_cache_total counter result
-toolgate_rate_limit_rejections_total counter reason
-toolgate_rate_limit_tracked_keys gauge
-toolgate_audit_queue_depth gauge
-toolgate_audit_spool_bytes gauge
-toolgate_audit_journal_records gauge
-toolgate_audit_batch_duration_seconds histogram
-toolgate_audit_records_written_total counter
-toolgate_audit_replayed_records_total counter
-toolgate_db_pool_connections gauge state
-toolgate_tool_reloads_total counter source result
-toolgate_tools gauge source
-"""
+# name -> (kind, labels): the table of prometheus/metrics.md, the metrics reference that
+# tests/api/metrics_http.rs and src/metrics keep in step with what toolgate exports.
 VALUES = {"era": {"modern", "legacy", "sse2024"}, "kind": {"get", "post", "listen", "legacy_sse"},
           "outcome": {"ok", "tool_error", "timeout", "cancelled", "denied", "rate_limited", "invalid_input", "internal_error"},
-          "state": {"idle", "in_use"}, "source": {"file", "database"}}
+          "state": {"idle", "in_use"}, "source": {"code", "file", "database", "upstream"}}
 spec = {}
-for line in SPEC.strip().splitlines():
-    name, kind, *labels = line.split()
-    spec[name] = (kind, set(labels) | {"job", "instance"})
+for line in (deploy / "prometheus/metrics.md").read_text().splitlines():
+    cells = [c.strip() for c in line.split("|")]
+    if len(cells) > 4 and cells[1].startswith("`toolgate_"):
+        spec[cells[1].strip("`")] = (cells[2], set(re.findall(r"`([a-z_]+)`", cells[3])) | {"job", "instance"})
+if len(spec) < 50:
+    print(f"prometheus/metrics.md: only {len(spec)} metrics read from its table; has its shape changed?")
+    sys.exit(1)
 def allowed(ref):
     for name, (kind, labels) in spec.items():
         if ref == name:

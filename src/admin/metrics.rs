@@ -1,6 +1,7 @@
 //! `GET /metrics` on the admin listener: the Prometheus text of every metric, after sampling the
 //! gauges that mirror state owned elsewhere (sessions, queues, limiter keys, the audit queue and
-//! spool, database pools), so they are always fresh and cost nothing between scrapes.
+//! spool, database pools, tools per source, the process's memory, CPU and files), so they are
+//! always fresh and cost nothing between scrapes.
 //! Unauthenticated, because Prometheus scrapes it: the admin port must stay private.
 
 use std::sync::Arc;
@@ -16,11 +17,12 @@ use crate::audit::AuditLog;
 use crate::limits::Limiter;
 use crate::metrics::{
     AUDIT_JOURNAL_RECORDS, AUDIT_QUEUE_DEPTH, AUDIT_SPOOL_BYTES, CONTENT_TYPE, DB_POOL_CONNECTIONS, RATE_LIMIT_TRACKED_KEYS, SESSIONS_OPEN,
-    TOOL_CALLS_QUEUED,
+    TOOL_CALLS_QUEUED, TOOLS,
 };
 use crate::server::McpServer;
 use crate::session::SessionStore;
 use crate::store::{Backend, Store};
+use crate::tool::Origin;
 
 /// What a scrape reads.
 #[derive(Clone)]
@@ -50,6 +52,12 @@ fn sample(s: &Scrape) {
     let tools = s.server.tools.snapshot();
     let queued = s.server.calls.queued() + tools.iter().filter_map(|t| t.bulkhead.as_ref()).map(|b| b.queued()).sum::<usize>();
     metrics::gauge!(TOOL_CALLS_QUEUED).set(queued as f64);
+    // Every source has its series, the built-in packs' (`code`) included, at zero when empty.
+    for origin in [Origin::Code, Origin::File, Origin::Database, Origin::Upstream] {
+        let served = tools.iter().filter(|t| t.tool.origin() == origin).count();
+        metrics::gauge!(TOOLS, "source" => origin.as_str()).set(served as f64);
+    }
+    crate::metrics::sample_process();
     if let Some(limiter) = &s.limiter {
         metrics::gauge!(RATE_LIMIT_TRACKED_KEYS).set(limiter.tracked_keys() as f64);
     }

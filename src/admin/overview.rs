@@ -8,6 +8,9 @@
 //! owner, exactly; and the document is a contract in `deploy/admin/openapi.yaml`, tested like
 //! the rest of the API. Counters and histograms are read back from the recorder's own text
 //! ([`super::prom`]); they count since this process started, across every route and tool.
+//! Tool-call latency comes from the replica's own time series (`metrics::series`), which
+//! knows the slowest call, so no percentile exceeds it; the HTTP latency is estimated from
+//! the Prometheus buckets and clamped to the slowest request.
 
 use std::collections::BTreeMap;
 
@@ -19,7 +22,7 @@ use super::prom::{self, Sample};
 use super::state::AdminState;
 use crate::metrics::{
     CONNECTIONS_OPEN, HTTP_REQUEST_DURATION, HTTP_REQUESTS, HTTP_REQUESTS_IN_FLIGHT, JSONRPC_ERRORS, MCP_REQUESTS, RATE_LIMIT_REJECTIONS,
-    SSE_STREAMS_OPEN, TOOL_CALL_DURATION, TOOL_CALLS,
+    SSE_STREAMS_OPEN, TOOL_CALLS, series,
 };
 
 /// `GET /admin/overview`.
@@ -46,7 +49,7 @@ pub async fn overview(State(app): State<AdminState>) -> Json<Value> {
             "client_errors": count(prom::sum(s, HTTP_REQUESTS, status_class('4'))),
             "server_errors": count(prom::sum(s, HTTP_REQUESTS, status_class('5'))),
             "in_flight": count(prom::sum(s, HTTP_REQUESTS_IN_FLIGHT, |_| true)),
-            "latency_seconds": prom::latency(s, HTTP_REQUEST_DURATION),
+            "latency_seconds": prom::latency(s, HTTP_REQUEST_DURATION).at_most(series::http_max()),
         },
         "mcp": {
             "requests": count(prom::sum(s, MCP_REQUESTS, |_| true)),
@@ -91,7 +94,7 @@ fn tool_calls(s: &[Sample<'_>], app: &AdminState) -> Value {
         "errors": total - ok,
         "by_outcome": by_outcome,
         "queued": queued,
-        "latency_seconds": prom::latency(s, TOOL_CALL_DURATION),
+        "latency_seconds": series::global().since_start(),
     })
 }
 

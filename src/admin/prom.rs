@@ -72,7 +72,9 @@ pub fn sum(samples: &[Sample<'_>], name: &str, keep: impl Fn(&Sample<'_>) -> boo
 
 /// A histogram's figures over all its label sets: observation count, mean and the 50th, 95th
 /// and 99th percentiles (estimated from the buckets as PromQL's `histogram_quantile` does:
-/// linear within the bucket; the highest finite bound when it falls in `+Inf`).
+/// linear within the bucket; the highest finite bound when it falls in `+Inf`). Interpolating
+/// can land above every observation (one call of 10.0 s in the 10–30 s bucket reads as a p99
+/// of 29.8 s): [`Latency::at_most`] clamps to the largest one where it is known.
 #[derive(Debug, Default, PartialEq, serde::Serialize)]
 pub struct Latency {
     pub count: u64,
@@ -80,6 +82,15 @@ pub struct Latency {
     pub p50: Option<f64>,
     pub p95: Option<f64>,
     pub p99: Option<f64>,
+}
+
+impl Latency {
+    /// The percentiles clamped to `max`, the largest observation (when known).
+    pub fn at_most(self, max: Option<f64>) -> Self {
+        let Some(max) = max else { return self };
+        let clamp = |p: Option<f64>| p.map(|p| p.min(max));
+        Self { p50: clamp(self.p50), p95: clamp(self.p95), p99: clamp(self.p99), ..self }
+    }
 }
 
 pub fn latency(samples: &[Sample<'_>], name: &str) -> Latency {
@@ -167,6 +178,13 @@ toolgate_d_count{tool="x"} 1
         // 5 observations: 2 ≤ 0.1, 2 in (0.1, 1], 1 above 1.
         assert!(l.p50.is_some_and(|p| (p - 0.325).abs() < 1e-9), "{l:?}");
         assert_eq!(l.p99, Some(1.0), "in +Inf: the highest finite bound");
+    }
+
+    #[test]
+    fn clamped_percentiles_never_exceed_the_largest_observation() {
+        let l = latency(&parse(TEXT), "toolgate_d").at_most(Some(0.9));
+        assert!([l.p50, l.p95, l.p99].iter().all(|p| p.is_some_and(|p| p <= 0.9)), "{l:?}");
+        assert_eq!(l.p50, latency(&parse(TEXT), "toolgate_d").p50, "lower ones stay as they were");
     }
 
     #[test]

@@ -60,6 +60,7 @@ impl AuthServer {
         let rules = settings.scope_rules.clone();
         let idp = IdentityProvider::new(settings.identity_provider.clone(), rules, format!("{issuer}/oauth/callback"), parts.http)?;
         let deny = Arc::new(DenyList::new(settings.access_token_ttl_secs));
+        crate::metrics::record::oauth_started();
         Ok(Self {
             settings,
             issuer,

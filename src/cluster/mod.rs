@@ -117,8 +117,15 @@ pub fn instance_id(name: &str) -> String {
 }
 
 /// The cluster channel when the store is Postgres (every replica shares it), else none.
+/// Either way this replica hears every event there is once it returns, so the connected gauge
+/// says 1 from the start; set before Postgres listens, so `pg`'s own changes come after it.
 pub async fn connect(settings: &Settings, store: &Store, stop: CancellationToken) -> anyhow::Result<Arc<dyn Cluster>> {
     let replica = instance_id(&settings.audit.resolved_replica_id());
+    metrics::gauge!(crate::metrics::CLUSTER_CONNECTED).set(1.0);
+    connect_as(replica, store, stop).await
+}
+
+async fn connect_as(replica: String, store: &Store, stop: CancellationToken) -> anyhow::Result<Arc<dyn Cluster>> {
     match store.backend() {
         crate::store::Backend::Postgres(pool) => {
             let cluster = PgCluster::start(pool.clone(), replica.clone(), "toolgate_cluster".to_owned(), stop)

@@ -12,9 +12,19 @@
 //! Recording is cheap on the hot path: label sets that are fixed are resolved to handles once
 //! (per tool, per route, per method), so a request costs a few atomic operations and no
 //! allocation. Gauges that mirror state owned elsewhere (sessions, queues, pools, limiter
-//! keys) are sampled when `/metrics` is scraped instead of being updated on every change.
+//! keys, tools per source, the process's own figures) are sampled when `/metrics` is scraped
+//! instead of being updated on every change.
+//!
+//! Every documented series exists from start, at zero: fixed label sets are registered by
+//! [`install`], labelled things when they come into being (an upstream when it is installed, a
+//! virtual server, a TLS listener). `deploy/prometheus/metrics.md` lists every name; a test
+//! keeps it and this file in step. Every latency is a histogram (summaries cannot be
+//! aggregated across replicas). Tool-call latencies are also kept per replica as time series
+//! for the console's charts ([`series`]).
 
+mod fixed;
 pub mod record;
+pub mod series;
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -85,7 +95,7 @@ pub const AUDIT_REPLAYED_RECORDS: &str = "toolgate_audit_replayed_records_total"
 pub const DB_POOL_CONNECTIONS: &str = "toolgate_db_pool_connections";
 /// Counter `{source, result}`, recorded by `tooldef::sources`.
 pub const TOOL_RELOADS: &str = "toolgate_tool_reloads_total";
-/// Gauge `{source}`, recorded by `tooldef::sources`.
+/// Gauge `{source}` (`code`, `file`, `database`, `upstream`), sampled when `/metrics` is scraped.
 pub const TOOLS: &str = "toolgate_tools";
 /// Counter `{kind}` (`timeout`, `error`), recorded by `limits::redis`.
 pub const RATE_LIMIT_BACKEND_ERRORS: &str = "toolgate_rate_limit_backend_errors_total";
@@ -115,7 +125,7 @@ pub const TASKS_RUNNING: &str = "toolgate_tasks_running";
 pub const TASK_INPUT_REQUESTS: &str = "toolgate_task_input_requests_total";
 /// Counter, recorded by `tasks`.
 pub const TASK_LEASES_LOST: &str = "toolgate_task_leases_lost_total";
-/// Gauge, recorded by `cluster::pg`.
+/// Gauge, set by `cluster::connect` and kept by `cluster::pg`.
 pub const CLUSTER_CONNECTED: &str = "toolgate_cluster_connected";
 /// Counter, recorded by `cluster::pg`.
 pub const CLUSTER_EVENTS_SENT: &str = "toolgate_cluster_events_sent_total";
@@ -148,6 +158,19 @@ const TOOL_BUCKETS: &[f64] =
 /// Fan-out is in-process work: 10 µs to 1 s.
 const FANOUT_BUCKETS: &[f64] =
     &[0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+/// Tasks run detached and may wait for input: 10 ms to a day.
+const TASK_BUCKETS: &[f64] = &[0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0];
+
+/// The buckets of every histogram. A histogram left out would be rendered as a summary, whose
+/// quantiles cannot be aggregated across replicas (a unit test checks none is left out).
+const HISTOGRAMS: [(&str, &[f64]); 6] = [
+    (HTTP_REQUEST_DURATION, LATENCY_BUCKETS),
+    (TOOL_CALL_DURATION, TOOL_BUCKETS),
+    (UPSTREAM_CALL_DURATION, TOOL_BUCKETS),
+    (AUDIT_BATCH_DURATION, LATENCY_BUCKETS),
+    (LIST_CHANGED_FANOUT, FANOUT_BUCKETS),
+    (TASK_DURATION, TASK_BUCKETS),
+];
 
 /// How often histogram samples are folded into their buckets when nobody scrapes (the
 /// recorder keeps raw samples until then).
@@ -181,30 +204,40 @@ pub fn install(replica: &str) -> PrometheusHandle {
             }
             describe();
             crate::protocol::jsonrpc::on_error(record::jsonrpc_error);
-            // Every decision has its series from the start (rates over them never miss a zero).
-            for decision in ["approved", "rejected", "auto_approved"] {
-                metrics::counter!(CATALOG_DECISIONS, "decision" => decision).increment(0);
-            }
+            fixed::register();
             metrics::gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "git_sha" => GIT_SHA, "replica" => replica.to_owned())
                 .set(1.0);
+            sample_process();
             spawn_upkeep(handle.clone());
+            series::spawn_sampler();
             handle
         })
         .clone()
 }
 
 fn builder() -> PrometheusBuilder {
-    let histograms = [
-        (HTTP_REQUEST_DURATION, LATENCY_BUCKETS),
-        (TOOL_CALL_DURATION, TOOL_BUCKETS),
-        (AUDIT_BATCH_DURATION, LATENCY_BUCKETS),
-        (LIST_CHANGED_FANOUT, FANOUT_BUCKETS),
-    ];
     let mut builder = PrometheusBuilder::new();
-    for (name, buckets) in histograms {
+    for (name, buckets) in HISTOGRAMS {
         builder = builder.set_buckets_for_metric(Matcher::Full(name.to_owned()), buckets).expect("bucket lists are not empty");
     }
     builder
+}
+
+/// The standard `process_*` metrics (resident and virtual memory, CPU seconds, open and
+/// maximum file descriptors, threads, start time), read from the OS by `metrics-process`.
+/// Called when `/metrics` is scraped, so they cost nothing between scrapes. Its CPU counter
+/// has whole seconds (`metrics` counters are integers).
+pub fn sample_process() {
+    process_collector().collect();
+}
+
+fn process_collector() -> &'static metrics_process::Collector {
+    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
+    COLLECTOR.get_or_init(|| {
+        let collector = metrics_process::Collector::default();
+        collector.describe();
+        collector
+    })
 }
 
 /// Folds histogram samples into buckets periodically, so memory stays bounded between
@@ -273,7 +306,7 @@ pub fn describe() {
     describe_counter!(AUDIT_REPLAYED_RECORDS, "Audit records moved from the spool into the database.");
     describe_gauge!(DB_POOL_CONNECTIONS, "Database pool connections by state (idle, in_use).");
     describe_counter!(TOOL_RELOADS, "Reloads of tool definitions by source and result (ok, invalid).");
-    describe_gauge!(TOOLS, "Tools served from each definition source.");
+    describe_gauge!(TOOLS, "Tools served from each definition source (code: the built-in packs; file; database; upstream).");
     describe_counter!(
         RATE_LIMIT_BACKEND_ERRORS,
         "Rate-limit checks the shared store (Redis) failed (kind=error) or did not answer in time (kind=timeout)."
@@ -306,7 +339,10 @@ pub fn describe() {
     describe_gauge!(TASKS_RUNNING, "Tasks whose tool runs on this replica now (working or waiting for input).");
     describe_counter!(TASK_INPUT_REQUESTS, "Times a task asked its client for input (went input_required).");
     describe_counter!(TASK_LEASES_LOST, "Tasks failed because the replica running them stopped (their lease lapsed).");
-    describe_gauge!(CLUSTER_CONNECTED, "1 while this replica listens for events from the others (Postgres LISTEN), 0 while reconnecting.");
+    describe_gauge!(
+        CLUSTER_CONNECTED,
+        "1 while this replica hears the others' events (Postgres LISTEN; always 1 for a single replica on SQLite), 0 while reconnecting."
+    );
     describe_counter!(CLUSTER_EVENTS_SENT, "Events sent to the other replicas (Postgres NOTIFY).");
     describe_counter!(CLUSTER_EVENTS_RECEIVED, "Events received from the other replicas.");
     describe_counter!(
@@ -334,3 +370,6 @@ pub fn describe() {
         "Caller tokens exchanged for upstream tokens (RFC 8693), by upstream and result (ok, failed)."
     );
 }
+
+#[cfg(test)]
+mod tests;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use metrics::{Counter, Gauge, Histogram, SharedString};
 
+use super::series;
 use super::{
     ACCEPT_ERRORS, AUDIT_BATCH_DURATION, AUDIT_RECORDS_WRITTEN, AUDIT_REPLAYED_RECORDS, AUTH_VALIDATIONS, CONNECTIONS_EVICTED,
     CONNECTIONS_OPEN, INTROSPECTION_CACHE, INTROSPECTION_REQUESTS, JSONRPC_ERRORS, JWKS_REFRESHES, LIST_CHANGED_FANOUT, LIST_CHANGED_SENT,
@@ -61,7 +62,7 @@ impl McpEra {
 }
 
 /// Method names with a label of their own; anything else a client sends is "other".
-const MCP_METHODS: [&str; 15] = [
+pub(super) const MCP_METHODS: [&str; 15] = [
     "initialize",
     "ping",
     "server/discover",
@@ -88,7 +89,7 @@ pub fn mcp_request(method: &str, era: McpEra) {
 }
 
 /// Codes with a label of their own; anything else is "other".
-const ERROR_CODES: [(i32, &str); 11] = [
+pub(super) const ERROR_CODES: [(i32, &str); 11] = [
     (code::PARSE_ERROR, "-32700"),
     (code::INVALID_REQUEST, "-32600"),
     (code::METHOD_NOT_FOUND, "-32601"),
@@ -119,10 +120,12 @@ pub const TOOL_OUTCOMES: [&str; 8] =
     ["ok", "tool_error", "timeout", "cancelled", "denied", "rate_limited", "invalid_input", "internal_error"];
 
 /// The handles of one tool: a counter per outcome (all registered at once, so every outcome
-/// has a series from the first call and rates over them never miss a zero) and the duration.
+/// has a series from the first call and rates over them never miss a zero), the duration, and
+/// its key in this replica's time series ([`super::series`]).
 pub struct ToolMetrics {
     calls: [Counter; TOOL_OUTCOMES.len()],
     duration: Histogram,
+    series: series::Handle,
 }
 
 impl std::fmt::Debug for ToolMetrics {
@@ -134,10 +137,12 @@ impl std::fmt::Debug for ToolMetrics {
 impl ToolMetrics {
     /// Handles for a registered tool (its name is the label: bounded by the registry).
     pub fn new(tool: &str) -> Self {
+        let series = series::global().handle(series::Scope::Tool, tool);
         let tool = SharedString::from(Arc::<str>::from(tool));
         Self {
             calls: TOOL_OUTCOMES.map(|o| metrics::counter!(TOOL_CALLS, "tool" => tool.clone(), "outcome" => o)),
             duration: metrics::histogram!(TOOL_CALL_DURATION, "tool" => tool),
+            series,
         }
     }
 
@@ -147,12 +152,14 @@ impl ToolMetrics {
         UNKNOWN.get_or_init(|| Self::new("unknown"))
     }
 
-    /// One call; `outcome` indexes [`TOOL_OUTCOMES`] (an out-of-range index counts nowhere).
+    /// One call; `outcome` indexes [`TOOL_OUTCOMES`] (an out-of-range index counts nowhere
+    /// among the counters, and as an error in the series).
     pub fn record(&self, outcome: usize, elapsed: Duration) {
         if let Some(calls) = self.calls.get(outcome) {
             calls.increment(1);
         }
         self.duration.record(elapsed.as_secs_f64());
+        self.series.record(elapsed, outcome != 0);
     }
 }
 
@@ -181,7 +188,7 @@ impl SseKind {
         }
     }
 
-    fn gauge(self) -> &'static Gauge {
+    pub(super) fn gauge(self) -> &'static Gauge {
         static GAUGES: [OnceLock<Gauge>; 4] = [const { OnceLock::new() }; 4];
         let i = match self {
             Self::Get => 0,
@@ -240,6 +247,18 @@ pub fn server_requests(server: &str) -> metrics::Counter {
     metrics::counter!(super::SERVER_REQUESTS, "server" => server.to_owned())
 }
 
+/// The events of the built-in authorization server: the `event` label.
+const OAUTH_EVENT_NAMES: [&str; 7] = ["sign_in", "consent", "code", "token", "refresh", "revoke", "register"];
+
+/// The authorization server started: each event's `ok` and `denied` series exist from now.
+pub fn oauth_started() {
+    for event in OAUTH_EVENT_NAMES {
+        for outcome in ["ok", "denied"] {
+            metrics::counter!(super::OAUTH_EVENTS, "event" => event, "outcome" => outcome).increment(0);
+        }
+    }
+}
+
 /// One event of the built-in authorization server; `event` and `outcome` are fixed words.
 pub fn oauth_event(event: &'static str, outcome: &'static str) {
     metrics::counter!(super::OAUTH_EVENTS, "event" => event, "outcome" => outcome).increment(1);
@@ -288,7 +307,7 @@ pub fn introspection_cache(hit: bool) {
 // ===== limits =====
 
 /// The `limit` values of a refusal (`data.limit` on the wire).
-const LIMITS: [&str; 7] = ["client", "tool", "global", "auth_failures", "backend_unavailable", "sessions", "streams"];
+pub(super) const LIMITS: [&str; 7] = ["client", "tool", "global", "auth_failures", "backend_unavailable", "sessions", "streams"];
 
 /// A request refused by a rate limit or a cap; `limit` is one of [`LIMITS`] (others count as
 /// "other").
@@ -350,10 +369,11 @@ pub fn accept_error() {
 pub const UPSTREAM_OUTCOMES: [&str; 6] = ["ok", "tool_error", "rpc_error", "timeout", "failed", "cancelled"];
 
 /// One upstream's call handles, resolved once (a look-up per call cost a registry search and
-/// two label allocations on the forwarding path).
+/// two label allocations on the forwarding path), and its key in the time series.
 pub struct UpstreamMetrics {
     calls: [Counter; UPSTREAM_OUTCOMES.len()],
     duration: Histogram,
+    series: series::Handle,
 }
 
 impl std::fmt::Debug for UpstreamMetrics {
@@ -363,11 +383,26 @@ impl std::fmt::Debug for UpstreamMetrics {
 }
 
 impl UpstreamMetrics {
+    /// The handles of a configured upstream, made when it is installed; every one of its series
+    /// exists from then on, at zero (registering a gauge adds nothing to its value, so a
+    /// replaced upstream's figures stand until its new link reports).
     pub fn new(upstream: &str) -> Self {
+        let series = series::global().handle(series::Scope::Upstream, upstream);
         let upstream = SharedString::from(Arc::<str>::from(upstream));
+        for result in ["ok", "failed"] {
+            metrics::counter!(UPSTREAM_CONNECTS, "upstream" => upstream.clone(), "result" => result).increment(0);
+            metrics::counter!(UPSTREAM_TOKEN_EXCHANGES, "upstream" => upstream.clone(), "result" => result).increment(0);
+        }
+        for reason in ["invalid", "name_taken"] {
+            metrics::gauge!(UPSTREAM_TOOLS_SKIPPED, "upstream" => upstream.clone(), "reason" => reason).increment(0.0);
+        }
+        for gauge in [UPSTREAM_UP, UPSTREAM_TOOLS, super::CATALOG_HELD] {
+            metrics::gauge!(gauge, "upstream" => upstream.clone()).increment(0.0);
+        }
         Self {
             calls: UPSTREAM_OUTCOMES.map(|o| metrics::counter!(UPSTREAM_CALLS, "upstream" => upstream.clone(), "outcome" => o)),
             duration: metrics::histogram!(UPSTREAM_CALL_DURATION, "upstream" => upstream),
+            series,
         }
     }
 
@@ -377,6 +412,7 @@ impl UpstreamMetrics {
             calls.increment(1);
         }
         self.duration.record(elapsed.as_secs_f64());
+        self.series.record(elapsed, outcome != 0);
     }
 }
 

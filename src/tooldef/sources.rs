@@ -118,7 +118,7 @@ impl Definitions {
             // skipped rather than failing every stored tool.
             if let Some(owner) = current.get(&row.name).map(|t| t.tool.origin()).filter(|o| *o != Origin::Database) {
                 let why = format!("the name is taken by a tool from {}; rename or delete the stored one", owner.as_str());
-                skipped.push(ToolErrors { tool: row.name, errors: vec![super::FieldError::new("name", why)] });
+                skipped.push(ToolErrors::new(row.name, vec![super::FieldError::new("name", why)]));
                 continue;
             }
             match compile(&raw, &self.settings, Origin::Database) {
@@ -126,10 +126,10 @@ impl Definitions {
                 // the operator allows the admin API to define them.
                 Ok(c) if c.kind == super::Kind::Command && !self.settings.admin.allow_command_tools => {
                     let why = "a stored command tool is not served while admin.allow_command_tools is false";
-                    skipped.push(ToolErrors { tool: row.name, errors: vec![super::FieldError::new("command", why)] });
+                    skipped.push(ToolErrors::new(row.name, vec![super::FieldError::new("command", why)]));
                 }
                 Ok(c) => compiled.push(c),
-                Err(errors) => skipped.push(ToolErrors { tool: row.name, errors }),
+                Err(errors) => skipped.push(ToolErrors::new(row.name, errors)),
             }
         }
         if !skipped.is_empty() {
@@ -148,7 +148,7 @@ impl Definitions {
         compile(&raw, &self.settings, Origin::Database).map_err(|errors| DefinitionErrors {
             origin: "request".into(),
             general: None,
-            tools: vec![ToolErrors { tool: raw.label(0), errors }],
+            tools: vec![ToolErrors::new(raw.label(0), errors)],
         })
     }
 
@@ -184,19 +184,20 @@ impl Definitions {
                 s.tools = self.count(origin);
                 s.loaded_at = Some(unix_now());
                 s.last_error = None;
-                metrics::gauge!(crate::metrics::TOOLS, "source" => label).set(s.tools as f64);
                 if !report.is_empty() {
                     tracing::info!(source = label, added = ?report.added, changed = ?report.changed, removed = ?report.removed, "tools reloaded");
                 }
             }
             Err(errors) => {
                 metrics::counter!(crate::metrics::TOOL_RELOADS, "source" => label, "result" => "invalid").increment(1);
-                tracing::error!(
-                    source = label,
-                    problems = errors.count(),
-                    "tool definitions refused; the previous tools stay in service:\n{errors}"
-                );
-                status.lock().last_error = Some(errors.clone());
+                let mut s = status.lock();
+                // Before the first successful load (at start) there are no previous tools.
+                let kept = match s.loaded_at {
+                    Some(_) => "the previous tools stay in service",
+                    None => "no tools from this source are served until it is fixed",
+                };
+                tracing::error!(source = label, problems = errors.count(), "tool definitions refused; {kept}:\n{errors}");
+                s.last_error = Some(errors.clone());
             }
         }
     }

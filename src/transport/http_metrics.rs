@@ -165,6 +165,7 @@ type Key = (&'static str, &'static str, u16);
 static HANDLES: LazyLock<ArcSwap<HashMap<Key, Handles>>> = LazyLock::new(|| ArcSwap::from_pointee(HashMap::new()));
 
 fn record(route: &'static str, method: &'static str, status: u16, seconds: f64) {
+    crate::metrics::series::observe_http(seconds);
     let key = (route, method, status);
     // The guard borrows the map without touching a shared reference count.
     if let Some(h) = HANDLES.load().get(&key) {

@@ -455,3 +455,89 @@ fn dev_token(key_file: &std::path::Path) -> String {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).expect("utf-8").trim().to_owned()
 }
+
+// ===== the reference: every documented metric, from start =====
+
+/// One row of `deploy/prometheus/metrics.md`'s table.
+#[derive(Debug)]
+struct Documented {
+    name: &'static str,
+    kind: &'static str,
+    present: &'static str,
+}
+
+/// The `present` column's values: from when the series exist.
+const PRESENT: [&str; 8] = ["start", "request", "upstream", "server", "tls", "redis", "authserver", "vault"];
+
+/// The metrics table: rows whose first cell is a name in backticks.
+fn documented() -> Vec<Documented> {
+    let text = include_str!("../../deploy/prometheus/metrics.md");
+    let rows: Vec<Documented> = text
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let name = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            Some(Documented { name, kind: cells.get(2)?, present: cells.get(4)? })
+        })
+        .collect();
+    for row in &rows {
+        assert!(valid_name(row.name) && ["counter", "gauge", "histogram"].contains(&row.kind), "{row:?}");
+        assert!(PRESENT.contains(&row.present), "{row:?}: present must be one of {PRESENT:?}");
+    }
+    assert!(rows.len() >= 60, "the table has {} rows", rows.len());
+    rows
+}
+
+/// Each documented row whose series exist under `present` is in the scrape with its own type:
+/// every latency a histogram, never a summary.
+fn assert_documented(m: &Scrape, present: &[&str]) {
+    for row in documented().iter().filter(|r| present.contains(&r.present)) {
+        let type_line = format!("# TYPE {} {}", row.name, row.kind);
+        assert!(m.text.lines().any(|l| l == type_line), "no {type_line:?} ({} metric) in a fresh scrape:\n{}", row.present, m.text);
+    }
+}
+
+/// The acceptance test of issue 30: a server that has just started, with an upstream (whose
+/// address answers nothing), a virtual server, TLS on its public port and Redis rate limits (at a
+/// closed port), and one public request, has every documented series of those in its scrape.
+#[tokio::test]
+async fn every_documented_metric_is_in_a_fresh_servers_scrape() {
+    let _serial = SERIAL.lock().await;
+    let nothing = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let closed = nothing.local_addr().expect("addr").port();
+    drop(nothing);
+    let (ca, dir) = (crate::common::certs::Ca::new("metrics CA"), tempfile::tempdir().expect("dir"));
+    let s = crate::tls::tls_server(dir.path(), &ca.server(1), |c| {
+        let upstream = json!({"url": format!("http://127.0.0.1:{closed}/mcp"), "allow_private": true});
+        c.upstreams.insert("gone".into(), serde_json::from_value(upstream).expect("upstream settings"));
+        let server = toolgate::config::servers::VirtualServerSettings { path: "/teams/data/mcp".into(), ..Default::default() };
+        c.servers.insert("data".into(), server);
+        c.limits.enabled = true;
+        c.limits.backend = toolgate::config::limits::Backend::Redis;
+        c.limits.redis.url = toolgate::config::Secret::new(format!("redis://127.0.0.1:{closed}"));
+        c.limits.redis.connect_timeout_ms = 200;
+    })
+    .await;
+    let public = format!("https://127.0.0.1:{}/no/such/path", s.running.addr.port());
+    let res = crate::common::certs::client(&ca).build().expect("client").get(public).send().await.expect("sent");
+    assert_eq!(res.status(), 404);
+    let m = scrape(&s).await;
+    assert_documented(&m, &["start", "request", "upstream", "server", "tls", "redis"]);
+    assert_eq!(m.get("toolgate_tools", &[("source", "code")]), Some(s.state().server.tools.snapshot().len() as f64), "the packs' tools");
+    assert_eq!(m.get("toolgate_upstream_up", &[("upstream", "gone")]), Some(0.0));
+    assert!(m.get("process_resident_memory_bytes", &[]).is_some_and(|b| b > 0.0), "process metrics are read from the OS");
+}
+
+/// The built-in authorization server's events exist from its start; the vault's come with its
+/// first event (here: a call that asks the user to connect their account).
+#[tokio::test]
+async fn the_authorization_server_and_vault_metrics_appear_with_them() {
+    let _serial = SERIAL.lock().await;
+    let g = crate::common::vault_gate::Gate::start().await;
+    let scrape = || async { parse(&g.http.get(g.admin_url("/metrics")).send().await.expect("scrape").text().await.expect("text")) };
+    assert_documented(&scrape().await, &["authserver"]);
+    let token = g.token(crate::common::vault_gate::USER, "mcp:tools");
+    let session = g.session(&token, json!({"elicitation": {"url": {}}})).await;
+    assert_eq!(g.call(&token, &session, 1).await["error"]["code"], -32042, "asked to connect");
+    assert_documented(&scrape().await, &["vault"]);
+}

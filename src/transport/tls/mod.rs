@@ -79,9 +79,14 @@ pub fn check(settings: &Settings) -> Result<(), LoadError> {
     Ok(())
 }
 
-/// Logs which certificate `listener` serves now and sets its expiry metric.
+/// Logs which certificate `listener` serves now and sets its expiry metric (and registers
+/// its reload and handshake counters, so they exist from its first certificate).
 fn record(listener: &'static str, served: &Served, how: &str) {
     metrics::gauge!(crate::metrics::TLS_CERTIFICATE_EXPIRY, "listener" => listener).set(served.not_after as f64);
+    metrics::counter!(crate::metrics::TLS_HANDSHAKE_FAILURES, "listener" => listener).increment(0);
+    for result in ["ok", "invalid"] {
+        metrics::counter!(crate::metrics::TLS_RELOADS, "listener" => listener, "result" => result).increment(0);
+    }
     let subject = crate::untrusted::text::escaped(&served.subject, 256);
     let not_after = time::OffsetDateTime::from_unix_timestamp(i64::try_from(served.not_after).unwrap_or(i64::MAX))
         .ok()
