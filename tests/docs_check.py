@@ -4,9 +4,9 @@ written, and fails if one fails. Called by tests/docs_check.sh (which bounds the
 cleans up after it); see there for the environment it reads.
 
 What it runs is read from the Markdown at run time, never copied:
-  * every fenced code block: ```sh blocks command by command in one shell session per file (a
-    block's exports and `cd` carry over to the next block of the same file, as in a reader's
-    terminal); a command ending in `serve` is started in the background (the reader's other
+  * every fenced code block: ```sh blocks command by command (a here-document is part of its
+    command) in one shell session per file (a block's exports and `cd` carry over to the next
+    block of the same file, as in a reader's terminal); a command ending in `serve` is started in the background (the reader's other
     terminal) once the server it replaces is stopped, and the session waits until that server
     answers /healthz; ```python and ```js blocks are saved as client.py / client.mjs and run with
     the SDK version the preceding install line pins; ```toml blocks are checked with
@@ -154,7 +154,9 @@ def commands(text: str) -> list[tuple[int, str]]:
         chunk = "\n".join(pending)
         if line.endswith("\\"):
             continue
-        if subprocess.run(["bash", "-n"], input=chunk, text=True, capture_output=True).returncode == 0:
+        syntax = subprocess.run(["bash", "-n"], input=chunk, text=True, capture_output=True)
+        # An unterminated here-document is only a warning to bash -n: the command goes on.
+        if syntax.returncode == 0 and "here-document" not in syntax.stderr:
             out.append((first, chunk))
             pending = []
     if pending:

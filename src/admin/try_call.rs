@@ -10,6 +10,9 @@
 //!
 //! The answer is the tool's result (`is_error` when the tool reported a failure) with the
 //! notifications it sent on the way; a refusal is a problem document saying what to change.
+//! A request that accepts `text/event-stream` gets the same answer as the last event of a
+//! stream that carries the tool's progress as it comes ([`super::try_stream`]). Either way, the
+//! admin's connection closing before the answer cancels the call.
 
 use std::time::Instant;
 
@@ -18,7 +21,8 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::actor::Actor;
 use super::extract::{JsonBody, ToolName};
@@ -61,27 +65,42 @@ pub async fn call(
     let request = Request { id: RequestId::String("admin-console".into()), method: "tools/call".into(), params };
     let message = Incoming::Request(request.clone());
     app.mcp.admission.message(&caller, &message).await.map_err(|refused| admission_problem(&name, &refused))?;
-    let started = Instant::now();
-    let (final_json, notifications, dropped) = run(&app, request, caller.clone()).await?;
+    let running = start(&app, request, caller.clone());
+    if super::try_stream::wanted(&headers) {
+        return Ok(super::try_stream::answer(app, name, caller, running));
+    }
+    let (final_json, notes, started) = running.wait().await?;
+    answer(&app, &name, &caller, &final_json, notes, started).map(|answer| Json(answer).into_response())
+}
+
+/// The answer to a call that ended with `final_json` (its JSON-RPC response): the result and
+/// the notifications before it, or the error as a problem.
+pub(super) fn answer(
+    app: &AdminState,
+    name: &str,
+    caller: &Caller,
+    final_json: &str,
+    notes: Notes,
+    started: Instant,
+) -> Result<Value, Problem> {
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let answer: Value = serde_json::from_str(&final_json).map_err(|e| {
+    let answer: Value = serde_json::from_str(final_json).map_err(|e| {
         tracing::error!(error = %e, "admin try-out: the call's answer is not JSON");
         Problem::new(Kind::Internal, "the call's answer could not be read; the server logged the details")
     })?;
     if let Some(error) = answer.get("error") {
-        return Err(call_problem(&app, &name, &caller, error));
+        return Err(call_problem(app, name, caller, error));
     }
     let result = answer.get("result").cloned().unwrap_or(Value::Null);
     let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
-    Ok(Json(json!({
+    Ok(json!({
         "tool": name,
         "is_error": is_error,
         "result": result,
-        "notifications": notifications,
-        "notifications_dropped": dropped,
+        "notifications": notes.kept,
+        "notifications_dropped": notes.dropped,
         "duration_ms": duration_ms,
     }))
-    .into_response())
 }
 
 /// `arguments` from the body: an object, or absent for none.
@@ -126,14 +145,68 @@ fn require_mcp_scopes(app: &AdminState, caller: &Caller) -> Result<(), Problem> 
     .with_member("missing_scopes", json!(missing)))
 }
 
-/// Runs the request on the server's call path and waits for its answer: the final JSON-RPC
-/// message, the notifications before it (at most [`MAX_NOTIFICATIONS`]) and how many more there
-/// were. Dropping this future (the admin's connection closed) cancels the call.
-async fn run(app: &AdminState, request: Request, caller: Caller) -> Result<(String, Vec<Value>, usize), Problem> {
+/// The notifications a call sent before its answer: at most [`MAX_NOTIFICATIONS`] kept, the
+/// rest counted.
+#[derive(Debug, Default)]
+pub(super) struct Notes {
+    pub kept: Vec<Value>,
+    pub dropped: usize,
+}
+
+impl Notes {
+    pub fn push(&mut self, message: Value) {
+        if self.kept.len() < MAX_NOTIFICATIONS {
+            self.kept.push(message);
+        } else {
+            self.dropped += 1;
+        }
+    }
+}
+
+/// A call on the server's call path, until its answer. Dropped before it (the admin's
+/// connection closed), it cancels the call.
+pub(super) struct Running {
+    pub frames: mpsc::Receiver<Frame>,
+    cancel_on_drop: Option<DropGuard>,
+    pub started: Instant,
+}
+
+impl Running {
+    /// The call answered: nothing is left to cancel.
+    pub fn answered(&mut self) {
+        if let Some(guard) = self.cancel_on_drop.take() {
+            guard.disarm();
+        }
+    }
+
+    /// Waits for the answer: the final JSON-RPC message and the notifications before it.
+    async fn wait(mut self) -> Result<(String, Notes, Instant), Problem> {
+        let mut notes = Notes::default();
+        while let Some(frame) = self.frames.recv().await {
+            match frame {
+                Frame::Final { json, .. } => {
+                    self.answered();
+                    return Ok((json, notes, self.started));
+                }
+                Frame::Message(json) => notes.push(serde_json::from_str(&json).unwrap_or(Value::String(json))),
+                Frame::Detach => {}
+            }
+        }
+        Err(ended_without_answer())
+    }
+}
+
+/// The call was cancelled (the server is shutting down) before it answered.
+pub(super) fn ended_without_answer() -> Problem {
+    Problem::new(Kind::Unavailable, "the call ended without an answer: the server is shutting down; retry on another replica")
+}
+
+/// Starts the request on the server's call path.
+fn start(app: &AdminState, request: Request, caller: Caller) -> Running {
     let cancel = CancellationToken::new();
-    let cancel_on_drop = cancel.clone().drop_guard();
+    let cancel_on_drop = Some(cancel.clone().drop_guard());
     let settings = &app.settings;
-    let mut rx = exchange::start(
+    let frames = exchange::start(
         app.server.clone(),
         request,
         Spec {
@@ -151,23 +224,7 @@ async fn run(app: &AdminState, request: Request, caller: Caller) -> Result<(Stri
             audit: app.audit.clone(),
         },
     );
-    let (mut notifications, mut dropped) = (Vec::new(), 0usize);
-    while let Some(frame) = rx.recv().await {
-        match frame {
-            Frame::Final { json, .. } => {
-                // Finished: nothing left to cancel.
-                cancel_on_drop.disarm();
-                return Ok((json, notifications, dropped));
-            }
-            Frame::Message(json) if notifications.len() < MAX_NOTIFICATIONS => {
-                notifications.push(serde_json::from_str(&json).unwrap_or(Value::String(json)));
-            }
-            Frame::Message(_) => dropped += 1,
-            Frame::Detach => {}
-        }
-    }
-    // The call was cancelled (the server is shutting down) before it answered.
-    Err(Problem::new(Kind::Unavailable, "the call ended without an answer: the server is shutting down; retry on another replica"))
+    Running { frames, cancel_on_drop, started: Instant::now() }
 }
 
 /// An admission refusal as a problem: 403 naming the scopes, or the limit's 429 (503) with
@@ -176,7 +233,7 @@ fn admission_problem(name: &str, refused: &Refused) -> Problem {
     match refused {
         Refused::Scope(refusal) => {
             let needed = match refusal {
-                Refusal::InsufficientScope(needed) => needed.join(" "),
+                Refusal::InsufficientScope(shortfall) => shortfall.missing.join(" "),
                 _ => String::new(),
             };
             Problem::new(

@@ -1,5 +1,7 @@
 //! The `examples` pack: small, useful tools done properly, as patterns for writing your own.
 
+mod countdown;
+
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -18,7 +20,14 @@ const MAX_CSV_BYTES: u64 = 20 * 1024 * 1024;
 const MAX_DISTINCT: usize = 1000;
 
 pub fn install(server: &McpServer, settings: &ToolSettings) -> Result<(), String> {
-    server.tools.upsert_all([calculate_sum(), get_current_time(), echo(), report_progress_steps(), analyze_csv(settings.csv_dir.clone())])
+    server.tools.upsert_all([
+        calculate_sum(),
+        get_current_time(),
+        echo(),
+        report_progress_steps(),
+        countdown::countdown(),
+        analyze_csv(settings.csv_dir.clone()),
+    ])
 }
 
 pub(crate) fn calculate_sum() -> Tool {

@@ -198,6 +198,53 @@ pub async fn list(store: &Store, owner: &str, after: Option<(i64, String)>, limi
     })
 }
 
+/// What an operator's list of every owner's tasks is narrowed to; an empty field matches any.
+#[derive(Clone, Debug, Default)]
+pub struct Filter {
+    /// One status (`working`, `input_required`, `completed`, `failed`, `cancelled`).
+    pub status: String,
+    pub tool: String,
+    /// The owner's principal subject (whatever its issuer or virtual server).
+    pub subject: String,
+}
+
+/// Every owner's tasks matching `filter`, newest first, at most `limit` (live ones, and ended
+/// ones until they expire).
+pub async fn list_all(store: &Store, filter: &Filter, limit: i64, now_ms: i64) -> Result<Vec<TaskRow>, sqlx::Error> {
+    // An owner is `issuer` U+001F `subject`, then U+001E `server` at a virtual server; neither
+    // separator can occur in an issuer, a subject or a server's name. So with a U+001E appended,
+    // the owner holds U+001F `subject` U+001E exactly when its subject is `subject`. `replace`
+    // tests that the same way on both backends (SQLite's LIKE ignores case, and the two name
+    // their substring search differently); the subject is compared as text, never as a pattern.
+    let sql = concat!(
+        "SELECT ",
+        columns!(),
+        " FROM tasks WHERE (expires_ms IS NULL OR expires_ms > $1 OR ",
+        live!(),
+        ") \
+         AND (CAST($2 AS TEXT) = '' OR status = $2) AND (CAST($3 AS TEXT) = '' OR tool = $3) \
+         AND (CAST($4 AS TEXT) = '' OR replace(COALESCE(owner, '') || CAST($5 AS TEXT), CAST($4 AS TEXT), '') <> COALESCE(owner, '') || CAST($5 AS TEXT)) \
+         ORDER BY created_ms DESC, id DESC LIMIT $6"
+    );
+    let needle = if filter.subject.is_empty() { String::new() } else { format!("\u{1f}{}\u{1e}", filter.subject) };
+    on_pool!(store, |pool| {
+        let rows = sqlx::query(sql)
+            .bind(now_ms)
+            .bind(&filter.status)
+            .bind(&filter.tool)
+            .bind(&needle)
+            .bind("\u{1e}")
+            .bind(limit)
+            .fetch_all(pool)
+            .await?;
+        let mut tasks = Vec::with_capacity(rows.len());
+        for row in &rows {
+            tasks.push(row!(row));
+        }
+        Ok(tasks)
+    })
+}
+
 /// Moves a live task to a terminal `status`; `false` when it was terminal already (or gone).
 pub async fn finish(
     store: &Store,

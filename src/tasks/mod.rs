@@ -13,6 +13,7 @@
 
 pub mod db;
 mod inputs;
+mod operator;
 mod polls;
 mod upkeep;
 
@@ -281,25 +282,30 @@ impl Tasks {
     /// wherever it runs. Returns the task as it now stands, and whether this call cancelled it
     /// (`false`: it was terminal already).
     pub async fn cancel(&self, id: &str, owner: &str) -> Result<(TaskRow, bool), RpcError> {
-        let mut row = self.get(id, owner).await?;
-        let task = &mut row.task;
-        if task.status.is_terminal() {
+        let row = self.get(id, owner).await?;
+        self.cancel_row(row, "cancelled by the client").await
+    }
+
+    /// Cancels the live task `row` (whoever asked was allowed to) with `message` as its status
+    /// message: the one way a task is cancelled, by its owner or by an operator.
+    async fn cancel_row(&self, mut row: TaskRow, message: &str) -> Result<(TaskRow, bool), RpcError> {
+        if row.task.status.is_terminal() {
             return Ok((row, false));
         }
-        let now = now_ms();
-        let message = "cancelled by the client";
+        let (id, now) = (row.task.id.clone(), now_ms());
         let cancelled =
-            db::finish(&self.store, id, TaskStatus::Cancelled, Some(message), None, now).await.map_err(|e| storage_error(&e))?;
+            db::finish(&self.store, &id, TaskStatus::Cancelled, Some(message), None, now).await.map_err(|e| storage_error(&e))?;
         if !cancelled {
             // It ended between the read and the write: report what it ended as.
-            return Ok((self.get(id, owner).await?, false));
+            return Ok((self.peek(&id).await?.ok_or_else(|| not_found(&id))?, false));
         }
+        let task = &mut row.task;
         (task.status, task.status_message, task.updated_ms) = (TaskStatus::Cancelled, Some(message.to_owned()), now);
         crate::metrics::record::task_ended(TaskStatus::Cancelled.as_str(), since(task.created_ms));
-        if !self.stop_local(id) {
-            self.cluster.publish(ClusterEvent::TaskCancelled { task: id.to_owned() });
+        if !self.stop_local(&id) {
+            self.cluster.publish(ClusterEvent::TaskCancelled { task: id.clone() });
         }
-        self.announce(id);
+        self.announce(&id);
         Ok((row, true))
     }
 
