@@ -3,11 +3,17 @@
 # (tests/console/check.mjs), against the real toolgate binary. Two runs:
 #   token  dev-mode auth (the default): the page asks for a token, refuses a bad one and one
 #          without the admin scope, then walks every view: tools (disable and re-enable a stored
-#          tool, checked through the API; reload), a try-out from the generated form, the audit
-#          log filtered to that call and exported as CSV, sessions, virtual servers (one from the
+#          tool, checked through the API; reload), a try-out from the generated form, a long
+#          try-out's progress bar live and one cancelled (checked in the audit log), the audit
+#          log filtered to that call and exported as CSV, a running task (created at /mcp) in the
+#          Tasks view, filtered and cancelled through the button (checked through tasks/get),
+#          sessions, virtual servers (one from the
 #          settings, one stored through the form after a refused one, then deleted), upstreams,
 #          approvals (an upstream's held change with its diff, approved through the button),
-#          overview;
+#          an upstream's page (its last error kept after a reconnect, its state changes, its
+#          skipped tools, its charts), overview with charts of calls, errors and latency (both
+#          windows), a tool's page with its charts; the audit log's times with their zone and a
+#          record opened in a full-width row;
 #   off    auth.mode = "off": no token is asked, the views load, a try-out works;
 #   vault  the vault on (jwt auth with an operator's HS256 issuer, the built-in authorization
 #          server, [vault] keys): connections of two users (rows written straight into the
@@ -115,10 +121,11 @@ allow_private = true
 prefix = "dead_"
 
 # A real upstream that changes its echo after the first listing (rug_pull): the Approvals view
-# shows the held change with its diff (approval = "pin", the default).
+# shows the held change with its diff (approval = "pin", the default). It also lists a tool
+# named "bad name", which its page shows skipped as invalid.
 [upstreams.fx]
 prefix = "fx_"
-stdio = { program = "python3", args = ["$ROOT/tests/api/upstream_support/stdio_upstream.py"], env_passthrough = ["PATH"], env = { UPSTREAM_RUG = "1" } }
+stdio = { program = "python3", args = ["$ROOT/tests/api/upstream_support/stdio_upstream.py"], env_passthrough = ["PATH"], env = { UPSTREAM_RUG = "1", UPSTREAM_EXTRA_NAMES = '["bad name"]' } }
 
 [servers.docs]
 path = "/teams/docs/mcp"

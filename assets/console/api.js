@@ -71,6 +71,40 @@ export async function request(method, path, { body, query, headers } = {}) {
 export const get = (path, query) => request("GET", path, { query });
 export const post = (path, body) => request("POST", path, { body });
 
+/// A POST whose answer may be an event stream (`Accept: text/event-stream`): `onEvent(name,
+/// data)` gets each event's name and parsed JSON data as it arrives, and the promise resolves
+/// when the stream ends (to null), or to the parsed body of a plain JSON answer. Rejects with
+/// an ApiError for a refusal; aborting `signal` closes the stream (the server stops the work).
+export async function postStream(path, body, { signal, onEvent }) {
+  const headers = authHeaders({ Accept: "text/event-stream, application/json", "Content-Type": "application/json" });
+  const res = await fetch(path, { method: "POST", headers, body: JSON.stringify(body), cache: "no-store", signal });
+  if (!res.ok) throw new ApiError(res.status, await problemOf(res), res.headers);
+  if (!(res.headers.get("content-type") || "").startsWith("text/event-stream")) return res.json();
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return null;
+    buffer += value;
+    for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
+      const event = sseEvent(buffer.slice(0, end));
+      buffer = buffer.slice(end + 2);
+      if (event) onEvent(event.name, event.data);
+    }
+  }
+}
+
+/// One block of an event stream: its name and JSON data (null for a keep-alive comment).
+function sseEvent(block) {
+  let name = "message";
+  let data = "";
+  for (const line of block.split("\n")) {
+    if (line.startsWith("event:")) name = line.slice(6).trim();
+    else if (line.startsWith("data:")) data += line.slice(5).replace(/^ /, "");
+  }
+  return data ? { name, data: JSON.parse(data) } : null;
+}
+
 /// Fetches a download with the token (a plain link cannot carry it) and hands it to the
 /// browser under the file name the server chose (Content-Disposition). Resolves to the name.
 export async function download(path, query) {

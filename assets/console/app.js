@@ -4,6 +4,7 @@
 
 import * as api from "./api.js";
 import { h, replace } from "./dom.js";
+import { fmtTimeOfDay } from "./time.js";
 import { views } from "./views.js";
 
 const $ = (id) => document.getElementById(id);
@@ -78,7 +79,7 @@ function showWho() {
     return;
   }
   const d = api.describeToken(t);
-  who.textContent = d && d.subject ? `as ${d.subject}${d.expires ? `, until ${d.expires.toLocaleTimeString()}` : ""}` : "token set";
+  who.textContent = d && d.subject ? `as ${d.subject}${d.expires ? `, until ${fmtTimeOfDay(d.expires)}` : ""}` : "token set";
 }
 
 // ---- routing ----------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 // text with textContent: names, descriptions and audit details come from tools and clients, and
 // are never parsed as HTML.
 
+import { fmtTime, fmtTimeOfDay } from "./time.js";
+
 /// `h("div", {class: "x", onclick: fn}, child, "text", [more])`: an element with attributes
 /// (`on*` keys become listeners; `false`/null values are left out) and children (strings
 /// become text nodes; arrays are flattened; null and false are skipped).
@@ -38,17 +40,34 @@ export function replace(el, ...children) {
   append(el, children);
 }
 
-/// A table from column definitions `[{label, cell: row => content}]`.
-export function table(columns, rows, { empty = "Nothing to show.", rowAttrs } = {}) {
+/// A table from column definitions `[{label, cell: row => content}]`. With `expand:
+/// {label, toggle: row => text, content: row => content}`, a last column holds a button that
+/// opens a full-width row below its row (the content is built when first opened).
+export function table(columns, rows, { empty = "Nothing to show.", rowAttrs, expand } = {}) {
   if (!rows.length) return h("p", { class: "empty" }, empty);
+  const width = columns.length + (expand ? 1 : 0);
+  const body = (row) => {
+    const tr = h("tr", rowAttrs ? rowAttrs(row) : null, columns.map((c) => h("td", null, c.cell(row))));
+    if (!expand) return tr;
+    const cell = h("td", { colspan: width });
+    const below = h("tr", { class: "expanded", hidden: true }, cell);
+    const toggle = h("button", { type: "button", class: "link expander", "aria-expanded": "false" }, expand.toggle(row));
+    toggle.addEventListener("click", () => {
+      if (!cell.firstChild) replace(cell, expand.content(row));
+      below.hidden = !below.hidden;
+      toggle.setAttribute("aria-expanded", String(!below.hidden));
+    });
+    tr.append(h("td", null, toggle));
+    return [tr, below];
+  };
   return h(
     "div",
     { class: "table-wrap" },
     h(
       "table",
       null,
-      h("thead", null, h("tr", null, columns.map((c) => h("th", { scope: "col" }, c.label)))),
-      h("tbody", null, rows.map((row) => h("tr", rowAttrs ? rowAttrs(row) : null, columns.map((c) => h("td", null, c.cell(row)))))),
+      h("thead", null, h("tr", null, columns.map((c) => h("th", { scope: "col" }, c.label)), expand ? h("th", { scope: "col" }, expand.label) : null)),
+      h("tbody", null, rows.map(body)),
     ),
   );
 }
@@ -68,15 +87,12 @@ export function json(value) {
   return h("pre", { class: "json" }, JSON.stringify(value, null, 2));
 }
 
-export function fmtTime(iso) {
-  if (!iso) return "–";
-  const d = new Date(iso);
-  return Number.isNaN(d.getTime()) ? String(iso) : d.toLocaleString();
-}
+/// Every time shown carries its zone: see time.js.
+export { fmtTime };
 
 export function fmtMs(ms) {
   if (ms === null || ms === undefined) return "–";
-  return fmtTime(new Date(ms).toISOString());
+  return fmtTime(new Date(ms));
 }
 
 /// "3 s ago", "4 min ago", "2 h ago".
@@ -135,6 +151,6 @@ export function action(ctx, fn) {
 }
 
 export function updated() {
-  return h("span", { class: "muted updated" }, `updated ${new Date().toLocaleTimeString()}`);
+  return h("span", { class: "muted updated" }, `updated ${fmtTimeOfDay(new Date())}`);
 }
 

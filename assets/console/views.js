@@ -9,7 +9,11 @@ import { approvals } from "./approvals.js";
 import { grants } from "./grants.js";
 import { connections } from "./connections.js";
 import { servers } from "./servers.js";
-import { schemaForm } from "./form.js";
+import { tasks } from "./tasks.js";
+import { tryTool } from "./try.js";
+import { seriesPanel } from "./charts.js";
+import { toolPage } from "./tool.js";
+import { upstreamPage } from "./upstream.js";
 
 const OUTCOMES = ["ok", "tool_error", "timeout", "cancelled", "denied", "rate_limited", "invalid_input", "internal_error"];
 const KINDS = ["tool_call", "auth_failure", "authz_denied", "rate_limited", "registry_change", "admin_change", "task_change", "oauth"];
@@ -17,6 +21,8 @@ const KINDS = ["tool_call", "auth_failure", "authz_denied", "rate_limited", "reg
 // ---- Overview -----------------------------------------------------------------------------
 
 async function overview(root, ctx) {
+  // The figures are redrawn every 5 s; the charts below them keep their own refresh.
+  const figures = h("div", { id: "overview-figures" });
   const draw = async () => {
     const o = await api.get("/admin/overview");
     if (!ctx.current()) return;
@@ -31,7 +37,7 @@ async function overview(root, ctx) {
     const kinds = Object.entries(o.streams.by_kind || {}).map(([k, n]) => `${k} ${n}`).join(", ");
     const origins = Object.entries(o.tools.by_origin || {}).map(([k, n]) => `${k} ${n}`).join(", ");
     replace(
-      root,
+      figures,
       heading("Overview", updated(), button("Refresh", action(ctx, draw))),
       h("p", { class: "muted" }, "Since this replica started. Counts of the public port's HTTP requests; tool calls from every path, the console's included."),
       h(
@@ -73,6 +79,8 @@ async function overview(root, ctx) {
     );
   };
   await draw();
+  if (!ctx.current()) return;
+  replace(root, figures, seriesPanel(ctx, "all"));
   ctx.every(5000, draw);
 }
 
@@ -87,7 +95,8 @@ function latency(l) {
 
 // ---- Tools ----------------------------------------------------------------------------------
 
-async function tools(root, ctx) {
+async function tools(root, ctx, name) {
+  if (name) return toolPage(root, ctx, name);
   let filter = "";
   const draw = async () => {
     const [catalog, stored, sources] = await Promise.all([api.get("/admin/catalog"), api.get("/admin/tools"), api.get("/admin/sources")]);
@@ -132,7 +141,7 @@ function sourcesPanel(s) {
       tools: u.tools,
       at: u.last_sync_ms ? new Date(u.last_sync_ms).toISOString() : null,
       state: badge(u.state, u.state === "connected" ? "good" : u.state === "connecting" ? "warn" : "bad"),
-      error: u.last_error ? h("span", { class: "error-text" }, u.last_error) : null,
+      error: u.last_error && u.state !== "connected" ? h("span", { class: "error-text" }, u.last_error) : null,
     })),
   ];
   return h(
@@ -184,7 +193,8 @@ function toolTable(rows, ctx, redraw) {
         label: "Tool",
         cell: (r) => {
           const listing = r.served ? r.served.listing : r.stored ? r.stored.definition : {};
-          return [h("strong", { class: "tool-name" }, r.name), listing.title ? h("span", { class: "muted" }, ` ${listing.title}`) : null, h("div", { class: "desc muted" }, listing.description || "")];
+          const label = h("strong", { class: "tool-name" }, r.name);
+          return [r.served ? h("a", { href: `#tools/${encodeURIComponent(r.name)}`, class: "tool-link" }, label) : label, listing.title ? h("span", { class: "muted" }, ` ${listing.title}`) : null, h("div", { class: "desc muted" }, listing.description || "")];
         },
       },
       {
@@ -218,7 +228,8 @@ function toolTable(rows, ctx, redraw) {
 
 // ---- Upstreams -------------------------------------------------------------------------------
 
-async function upstreams(root, ctx) {
+async function upstreams(root, ctx, name) {
+  if (name) return upstreamPage(root, ctx, name);
   const draw = async () => {
     const { upstreams: list } = await api.get("/admin/upstreams");
     if (!ctx.current()) return;
@@ -228,7 +239,13 @@ async function upstreams(root, ctx) {
       h("p", { class: "muted" }, "Upstream MCP servers whose tools are served here ([upstreams.<name>] in the settings, or PUT /admin/upstreams/{name})."),
       table(
         [
-          { label: "Name", cell: (u) => [h("strong", null, u.name), h("div", { class: "small muted" }, u.source === "admin" ? `admin API, rev ${u.revision}` : "settings")] },
+          {
+            label: "Name",
+            cell: (u) => {
+              const page = `#upstreams/${encodeURIComponent(u.name)}`;
+              return [h("a", { href: page, class: "upstream-link" }, h("strong", null, u.name)), h("div", { class: "small" }, h("a", { href: page, class: "muted" }, u.source === "admin" ? `admin API, rev ${u.revision}` : "settings"))];
+            },
+          },
           { label: "Transport", cell: (u) => u.transport },
           { label: "State", cell: (u) => badge(u.state, u.state === "connected" ? "good" : u.state === "connecting" ? "warn" : "bad") },
           { label: "Tools", cell: (u) => [fmtCount(u.tools), u.skipped && u.skipped.length ? h("details", null, h("summary", null, `${u.skipped.length} skipped`), h("ul", null, u.skipped.map((s) => h("li", null, s)))) : null] },
@@ -237,7 +254,10 @@ async function upstreams(root, ctx) {
           { label: "Protocol", cell: (u) => u.protocol_version || "–" },
           { label: "Last sync", cell: (u) => (u.last_sync_ms ? h("span", { title: fmtMs(u.last_sync_ms) }, ago(new Date(u.last_sync_ms).toISOString())) : "–") },
           { label: "Reconnects", cell: (u) => fmtCount(u.reconnects) },
-          { label: "Last error", cell: (u) => (u.last_error ? h("span", { class: "error-text" }, u.last_error) : "–") },
+          {
+            label: "Last error",
+            cell: (u) => (u.last_error ? [h("span", { class: u.state === "connected" ? null : "error-text" }, u.last_error), u.last_error_ms ? h("div", { class: "small muted", title: fmtMs(u.last_error_ms) }, ago(new Date(u.last_error_ms).toISOString())) : null] : "–"),
+          },
         ],
         list,
         { empty: "No upstream MCP servers are configured." },
@@ -261,7 +281,7 @@ async function sessions(root, ctx) {
         "div",
         { class: "grid compact" },
         card("Now", [
-          stat("legacy sessions", fmtCount(s.open), s.shared ? "shared with other replicas" : "this replica"),
+          stat("2025-11-25 sessions", fmtCount(s.open), `Mcp-Session-Id (and older versions); ${s.shared ? "shared with other replicas" : "this replica"}`),
           stat("their open streams", fmtCount(s.open_streams)),
           stat("listen streams", fmtCount(s.listen_streams), "2026-07-28 subscriptions/listen"),
         ]),
@@ -391,97 +411,16 @@ function auditTable(r) {
         { label: "Subject", cell: (x) => x.subject || "–" },
         { label: "Detail", cell: (x) => x.detail || "" },
         { label: "ms", cell: (x) => (x.duration_ms === null || x.duration_ms === undefined ? "" : fmtCount(x.duration_ms)) },
-        { label: "Record", cell: (x) => h("details", null, h("summary", null, x.request_id || x.id.slice(0, 8)), json(x)) },
       ],
       r.records,
-      { empty: "No records match.", rowAttrs: (x) => ({ "data-kind": x.kind, "data-tool": x.tool || "" }) },
+      {
+        empty: "No records match.",
+        rowAttrs: (x) => ({ "data-kind": x.kind, "data-tool": x.tool || "" }),
+        // The whole record opens below its row, across the table, not squeezed into a column.
+        expand: { label: "Record", toggle: (x) => x.request_id || x.id.slice(0, 8), content: (x) => json(x) },
+      },
     ),
   ];
 }
 
-// ---- Try a tool --------------------------------------------------------------------------------
-
-async function tryTool(root, ctx, selected) {
-  const catalog = await api.get("/admin/catalog");
-  if (!ctx.current()) return;
-  const tools = catalog.tools.slice().sort((a, b) => a.name.localeCompare(b.name));
-  if (!tools.length) {
-    replace(root, heading("Try a tool"), h("p", { class: "empty" }, "No tools are served."));
-    return;
-  }
-  const tool = tools.find((t) => t.name === selected) || tools[0];
-  const picker = h("select", { id: "try-tool", "aria-label": "Tool" }, tools.map((t) => h("option", { value: t.name }, t.name)));
-  picker.value = tool.name;
-  picker.addEventListener("change", () => (location.hash = `#try/${encodeURIComponent(picker.value)}`));
-
-  const listing = tool.listing || {};
-  const form = schemaForm(listing.inputSchema || {});
-  const result = h("div", { id: "try-result" });
-  const call = h("button", { type: "submit", id: "try-call" }, "Call");
-  const el = h(
-    "form",
-    { class: "card", id: "try-form", "data-tool": tool.name },
-    h("div", { class: "try-head" }, h("label", { for: "try-tool" }, "Tool"), picker, badge(tool.origin, "neutral"), tool.provenance ? h("span", { class: "muted small" }, tool.provenance) : null),
-    listing.title ? h("h2", null, listing.title) : null,
-    h("p", { class: "desc" }, listing.description || ""),
-    tool.scopes.length ? h("p", { class: "small" }, "Needs the scopes ", tool.scopes.map((s) => h("code", { class: "scope" }, s)), " on your token.") : null,
-    form.element,
-    h("div", { class: "form-tools" }, h("span", { class: "muted small" }, "Runs as an MCP tools/call with your token: scopes, rate limits and the audit log apply."), h("span", { class: "spacer" }), call),
-  );
-  el.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    const args = form.read();
-    if (args.errors) {
-      replace(result, h("div", { class: "card problem" }, h("strong", null, "Check the arguments: "), h("ul", null, args.errors.map((e) => h("li", null, e)))));
-      return;
-    }
-    call.disabled = true;
-    replace(result, h("p", { class: "loading muted" }, `Calling ${tool.name}…`));
-    try {
-      const r = await api.post(`/admin/tools/${encodeURIComponent(tool.name)}/call`, { arguments: args.arguments });
-      if (ctx.current()) replace(result, callResult(r));
-    } catch (error) {
-      if (error instanceof api.ApiError && !error.needsToken) replace(result, problemCard(error));
-      else ctx.fail(error);
-    } finally {
-      call.disabled = false;
-    }
-  });
-  replace(root, heading("Try a tool"), el, result);
-}
-
-function problemCard(error) {
-  const p = error.problem || {};
-  const errors = Array.isArray(p.errors) ? p.errors : [];
-  return h(
-    "div",
-    { class: "card problem", "data-status": String(error.status) },
-    h("strong", null, `${p.title || "Refused"} (${error.status})`),
-    h("p", null, p.detail || error.message),
-    errors.length ? h("ul", null, errors.map((e) => h("li", null, h("code", null, e.field), " ", e.message))) : null,
-    error.headers.get("retry-after") ? h("p", { class: "small" }, `Retry after ${error.headers.get("retry-after")} s.`) : null,
-  );
-}
-
-/// A tool's answer: its content items (text, images, resources), structured content, and the
-/// notifications it sent while running.
-function callResult(r) {
-  const res = r.result || {};
-  const items = Array.isArray(res.content) ? res.content : [];
-  const item = (c) => {
-    if (c.type === "text") return h("pre", { class: "text-content" }, c.text);
-    if (c.type === "image" && typeof c.data === "string" && /^image\/[\w.+-]+$/.test(c.mimeType || "")) return h("img", { class: "image-content", alt: "image result", src: `data:${c.mimeType};base64,${c.data}` });
-    return json(c);
-  };
-  return h(
-    "section",
-    { class: `card result ${r.is_error ? "is-error" : "is-ok"}`, "data-is-error": String(r.is_error) },
-    h("div", { class: "view-head sub" }, h("h2", null, "Result"), h("div", { class: "actions" }, r.is_error ? badge("isError: true", "bad") : badge("ok", "good"), h("span", { class: "muted small" }, `${r.duration_ms} ms`))),
-    items.length ? items.map(item) : h("p", { class: "muted" }, res.resultType && res.resultType !== "complete" ? `The call ended as ${res.resultType}: the console cannot answer requests for input.` : "No content."),
-    res.structuredContent !== undefined ? [h("h3", null, "Structured content"), json(res.structuredContent)] : null,
-    r.notifications && r.notifications.length ? [h("h3", null, `Notifications (${r.notifications.length}${r.notifications_dropped ? ` + ${r.notifications_dropped} more` : ""})`), json(r.notifications)] : null,
-    h("details", null, h("summary", null, "Raw result"), json(res)),
-  );
-}
-
-export const views = { overview, tools, upstreams, approvals, servers, sessions, grants, connections, audit, try: tryTool };
+export const views = { overview, tools, upstreams, approvals, servers, sessions, grants, connections, audit, tasks, try: tryTool };

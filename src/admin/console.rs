@@ -52,7 +52,7 @@ macro_rules! asset {
 }
 
 static PAGE: Asset = asset!("index.html", "text/html; charset=utf-8");
-static ASSETS: [Asset; 11] = [
+static ASSETS: [Asset; 17] = [
     asset!("console.css", "text/css; charset=utf-8"),
     asset!("app.js", "text/javascript; charset=utf-8"),
     asset!("api.js", "text/javascript; charset=utf-8"),
@@ -63,6 +63,12 @@ static ASSETS: [Asset; 11] = [
     asset!("connections.js", "text/javascript; charset=utf-8"),
     asset!("approvals.js", "text/javascript; charset=utf-8"),
     asset!("servers.js", "text/javascript; charset=utf-8"),
+    asset!("time.js", "text/javascript; charset=utf-8"),
+    asset!("charts.js", "text/javascript; charset=utf-8"),
+    asset!("tool.js", "text/javascript; charset=utf-8"),
+    asset!("upstream.js", "text/javascript; charset=utf-8"),
+    asset!("tasks.js", "text/javascript; charset=utf-8"),
+    asset!("try.js", "text/javascript; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 

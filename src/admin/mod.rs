@@ -21,14 +21,18 @@
 //! POST   /admin/reload                   reload the tools file and the database now
 //! GET    /admin/catalog                  every served tool: listing, origin, scopes a call needs
 //! POST   /admin/tools/{name}/call        try a tool: an MCP tools/call with the admin's token
+//!                                        (`Accept: text/event-stream`: progress as it comes)
 //! GET    /admin/sessions                 live legacy sessions and their open streams
 //! GET    /admin/audit                    audit records, filtered, newest first
 //! GET    /admin/audit/export             the same as a JSON-lines or CSV download
 //! GET    /admin/overview                 key figures (requests, calls, latency, queues)
+//! GET    /admin/series                   calls, errors, rate, latency over time (charts)
 //! GET    /admin/grants                   sign-ins granted by the built-in authorization server
 //! DELETE /admin/grants/{id}              revoke one (its refresh and access tokens)
 //! GET    /admin/connections              users' accounts at per-user upstreams (the vault)
 //! DELETE /admin/connections/{id}         revoke one
+//! GET    /admin/tasks                    every owner's tasks, filtered, newest first
+//! POST   /admin/tasks/{id}/cancel        cancel one (as tasks/cancel does)   409 if it ended
 //! GET    /admin/console[/{asset}]        the admin console (static; outside the gate, see console)
 //! ```
 //!
@@ -50,12 +54,15 @@ pub mod metrics;
 mod overview;
 mod problem;
 mod prom;
+mod series;
 mod servers;
 mod sessions;
 mod sources;
 mod state;
+mod tasks;
 mod tools;
 mod try_call;
+mod try_stream;
 mod upstreams;
 
 use axum::Router;
@@ -94,10 +101,13 @@ pub fn router(state: AdminState) -> Router {
         .route("/admin/audit", get(audit::list))
         .route("/admin/audit/export", get(audit::export))
         .route("/admin/overview", get(overview::overview))
+        .route("/admin/series", get(series::series))
         .route("/admin/connections", get(connections::list))
         .route("/admin/connections/{id}", axum::routing::delete(connections::revoke))
         .route("/admin/grants", get(grants::list))
         .route("/admin/grants/{id}", axum::routing::delete(grants::revoke))
+        .route("/admin/tasks", get(tasks::list))
+        .route("/admin/tasks/{id}/cancel", post(tasks::cancel))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         // Outermost first: a panic becomes a 500 problem (and is logged by the panic hook);

@@ -23,6 +23,8 @@ pub enum Kind {
     DefinedElsewhere,
     /// An approval or rejection of a catalog entry that is not pending any more.
     AlreadyDecided,
+    /// A cancel of a task that has ended (completed, failed or cancelled).
+    TaskEnded,
     CommandToolsDisabled,
     /// Only the server's settings (the operator) may allow what the request asks.
     OperatorOnly,
@@ -49,6 +51,7 @@ impl Kind {
             Self::NameTaken => "name-taken",
             Self::DefinedElsewhere => "defined-elsewhere",
             Self::AlreadyDecided => "already-decided",
+            Self::TaskEnded => "task-ended",
             Self::CommandToolsDisabled => "command-tools-disabled",
             Self::OperatorOnly => "operator-only",
             Self::NotFound => "not-found",
@@ -73,6 +76,7 @@ impl Kind {
             Self::NameTaken => "Tool name already taken",
             Self::DefinedElsewhere => "Tool defined outside the database",
             Self::AlreadyDecided => "Already decided",
+            Self::TaskEnded => "Task already ended",
             Self::CommandToolsDisabled => "Command tools cannot be managed through the admin API",
             Self::OperatorOnly => "Only the server's settings may allow this",
             Self::NotFound => "Not found",
@@ -94,7 +98,7 @@ impl Kind {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InvalidDefinition | Self::ReloadFailed | Self::CallFailed => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::NameTaken | Self::DefinedElsewhere | Self::AlreadyDecided => StatusCode::CONFLICT,
+            Self::NameTaken | Self::DefinedElsewhere | Self::AlreadyDecided | Self::TaskEnded => StatusCode::CONFLICT,
             Self::CommandToolsDisabled | Self::OperatorOnly | Self::InsufficientScope => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,

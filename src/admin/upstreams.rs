@@ -16,20 +16,33 @@ use crate::tooldef::FieldError;
 use crate::upstream::db::{self, StoredUpstream, WriteError};
 use crate::upstream::stored::Refusal;
 
+mod detail;
+
 /// `GET /admin/upstreams`: every upstream's connection, tool count, last error and last sync.
 pub async fn list(State(app): State<AdminState>) -> Json<Value> {
     Json(json!({ "upstreams": app.upstreams.statuses() }))
 }
 
-/// `GET /admin/upstreams/{name}`: its state, and its stored definition when it has one.
+/// `GET /admin/upstreams/{name}`: its state, its stored definition when it has one, and (when
+/// it runs here) its recent state changes, served tools and effective settings ([`detail`]).
 pub async fn get(State(app): State<AdminState>, ToolName(name): ToolName) -> Result<Response, Problem> {
     let stored = db::get(&app.store, &name).await.map_err(|e| Problem::database(&e))?;
-    let status = app.upstreams.link(&name).map(|l| l.status());
-    match (stored, status) {
-        (Some(stored), status) => Ok(one(StatusCode::OK, &stored, status.map(|s| json!(s)))),
-        (None, Some(status)) => Ok(Json(json!({ "name": name, "status": status })).into_response()),
-        (None, None) => Err(Problem::not_found(format!("no upstream called {name:?} is configured or stored"))),
+    let link = app.upstreams.link(&name);
+    let status = link.as_ref().map(|l| json!(l.status()));
+    let mut body = match (&stored, status) {
+        (Some(stored), status) => stored_body(stored, status),
+        (None, Some(status)) => json!({ "name": name, "status": status }),
+        (None, None) => return Err(Problem::not_found(format!("no upstream called {name:?} is configured or stored"))),
+    };
+    if let Some(link) = link {
+        for (key, member) in detail::members(&link, app.upstreams.served_by(&name)) {
+            body[key] = member;
+        }
     }
+    Ok(match stored {
+        Some(stored) => tagged(StatusCode::OK, body, stored.revision),
+        None => Json(body).into_response(),
+    })
 }
 
 /// `PUT /admin/upstreams/{name}`: creates (201) or replaces (200) a stored definition;
@@ -84,16 +97,24 @@ async fn applied(app: &AdminState, actor: &Actor, name: &str, detail: String) {
 }
 
 fn one(status: StatusCode, stored: &StoredUpstream, state: Option<Value>) -> Response {
-    let body = json!({
+    tagged(status, stored_body(stored, state), stored.revision)
+}
+
+fn stored_body(stored: &StoredUpstream, state: Option<Value>) -> Value {
+    json!({
         "name": stored.name,
         "revision": stored.revision,
         "updated_ms": stored.updated_ms,
         "updated_by": stored.updated_by,
         "definition": stored.definition,
         "status": state,
-    });
+    })
+}
+
+/// `body` with the stored revision as its `ETag`.
+fn tagged(status: StatusCode, body: Value, revision: i64) -> Response {
     let mut res = (status, Json(body)).into_response();
-    if let Ok(tag) = HeaderValue::from_str(&etag(stored.revision)) {
+    if let Ok(tag) = HeaderValue::from_str(&etag(revision)) {
         res.headers_mut().insert(header::ETAG, tag);
     }
     res

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::Link;
 use super::error::UpstreamError;
+use super::link::SkippedTool;
 use super::peer::Peer;
 use crate::tool::{Origin, Tool, ToolAnnotations, schema, validate_name};
 
@@ -59,11 +60,12 @@ pub async fn list_all(peer: &Peer, method: &str, key: &str, timeout: Duration) -
 }
 
 /// The listed tools as toolgate tools, and the ones skipped with why.
-pub fn build(link: &Arc<Link>, listed: &[Value]) -> (Vec<Tool>, Vec<String>) {
+pub fn build(link: &Arc<Link>, listed: &[Value]) -> (Vec<Tool>, Vec<SkippedTool>) {
     let (mut tools, mut skipped) = (Vec::new(), Vec::new());
+    let invalid = |tool: String, detail: String| SkippedTool { tool, reason: "invalid", detail };
     for entry in listed {
         let Some(upstream_name) = entry.get("name").and_then(Value::as_str) else {
-            skipped.push("a tool without a name".to_owned());
+            skipped.push(invalid(String::new(), "a tool without a name".to_owned()));
             continue;
         };
         if !is_offered(link, upstream_name) {
@@ -71,8 +73,9 @@ pub fn build(link: &Arc<Link>, listed: &[Value]) -> (Vec<Tool>, Vec<String>) {
         }
         match build_one(link, upstream_name, entry) {
             Ok(tool) => tools.push(tool),
-            // The name is the upstream's: shown escaped and capped wherever the reason goes.
-            Err(why) => skipped.push(format!("{}: {why}", crate::untrusted::escaped(upstream_name, 200))),
+            // The name is the upstream's, and the reason may quote its schema: shown escaped
+            // and capped wherever they go.
+            Err(why) => skipped.push(invalid(crate::untrusted::escaped(upstream_name, 200).to_string(), super::history::bounded(&why))),
         }
     }
     (tools, skipped)
@@ -83,6 +86,24 @@ pub fn build(link: &Arc<Link>, listed: &[Value]) -> (Vec<Tool>, Vec<String>) {
 pub(super) fn is_offered(link: &Link, name: &str) -> bool {
     let s = &link.settings;
     (s.allow_tools.is_empty() || s.allow_tools.iter().any(|a| a == name)) && !s.deny_tools.iter().any(|d| d == name)
+}
+
+/// Warns, once per listing, of each `allow_tools` / `deny_tools` entry that names no tool the
+/// upstream lists: a misspelt deny entry denies nothing, and an allow list of misspelt names
+/// serves nothing, both without a word otherwise.
+pub(super) fn warn_unmatched_filters(link: &Link, listed: &[Value]) {
+    let s = &link.settings;
+    let listed: std::collections::HashSet<&str> = listed.iter().filter_map(|t| t.get("name").and_then(Value::as_str)).collect();
+    for (setting, entries) in [("allow_tools", &s.allow_tools), ("deny_tools", &s.deny_tools)] {
+        for entry in entries.iter().filter(|e| !listed.contains(e.as_str())) {
+            tracing::warn!(
+                upstream = %link.name,
+                entry = %entry,
+                "upstreams.{}.{setting} names {entry:?}, which the upstream does not list: check the name (the upstream's own, before any prefix)",
+                link.name
+            );
+        }
+    }
 }
 
 fn build_one(link: &Arc<Link>, upstream_name: &str, entry: &Value) -> Result<Tool, String> {

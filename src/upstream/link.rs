@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use super::history::{self, History, StateChange};
 use super::peer::Peer;
 use super::{credentials, http, stdio, users};
 use crate::config::ToolSettings;
@@ -58,8 +59,13 @@ pub struct UpstreamStatus {
     pub protocol_version: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_info: Option<serde_json::Value>,
+    /// The last error (connecting, listing, or the reason a connection ended), escaped and
+    /// capped; kept after a reconnect succeeds, so what went wrong stays visible.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// When `last_error` happened (ms since the epoch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error_ms: Option<u64>,
     /// When its tools were last listed (ms since the epoch).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_sync_ms: Option<u64>,
@@ -69,10 +75,17 @@ pub struct UpstreamStatus {
     /// upstream or source holds), and what else of it could not be listed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+    /// The tools of `skipped`, each with its reason as a word (`invalid`, `name_taken`,
+    /// `not_approved`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped_tools: Vec<SkippedTool>,
     /// What its last listing left out by itself (bad tools, unlisted resources or prompts):
     /// `skipped` is this and the name conflicts of the last publishing.
     #[serde(skip)]
     pub(super) listing_skipped: Vec<String>,
+    /// The tools of `listing_skipped` (invalid or not approved).
+    #[serde(skip)]
+    pub(super) listing_skipped_tools: Vec<SkippedTool>,
     /// Tools of its last listing skipped as invalid (for the metrics).
     #[serde(skip)]
     pub(super) invalid_tools: usize,
@@ -92,6 +105,29 @@ pub struct UpstreamStatus {
     /// A stdio upstream's last stderr lines, and how many the log did not get.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stderr: Option<super::stderr::StderrStatus>,
+    /// Its recent state changes: only one upstream's detail shows them, not the list.
+    #[serde(skip)]
+    pub history: History,
+}
+
+/// A tool an upstream lists that is not served, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SkippedTool {
+    /// The upstream's own name (`invalid`, `not_approved`) or the name it would be served
+    /// under (`name_taken`), escaped and capped.
+    pub tool: String,
+    /// `invalid` (its name or schemas cannot be served), `name_taken` (another upstream or
+    /// source holds the name) or `not_approved` (rejected, too large, or unverifiable).
+    pub reason: &'static str,
+    /// Why, in a sentence.
+    pub detail: String,
+}
+
+impl SkippedTool {
+    /// The line `skipped` shows for it.
+    pub(super) fn line(&self) -> String {
+        if self.tool.is_empty() { self.detail.clone() } else { format!("{}: {}", self.tool, self.detail) }
+    }
 }
 
 /// An entry held for an operator's approval, as the status shows it.
@@ -157,6 +193,25 @@ impl Link {
 
     pub(super) fn update(&self, change: impl FnOnce(&mut UpstreamStatus)) {
         change(&mut self.status.lock());
+    }
+
+    /// Moves to `to` (`connecting`, `connected`, `disconnected`), recording the change with
+    /// `reason` when the state is a different one.
+    pub(super) fn set_state(&self, to: &'static str, reason: Option<&str>) {
+        self.update(|s| {
+            if s.state != to {
+                s.history.push(StateChange { at_ms: super::now_ms(), from: s.state, to, reason: reason.map(history::bounded) });
+            }
+            s.state = to;
+        });
+    }
+
+    /// Records `error` as the last error, with its time.
+    pub(super) fn set_error(&self, error: &str) {
+        self.update(|s| {
+            s.last_error = Some(history::bounded(error));
+            s.last_error_ms = Some(super::now_ms());
+        });
     }
 }
 

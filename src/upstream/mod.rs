@@ -18,6 +18,7 @@ pub mod db;
 pub mod error;
 mod events;
 mod forward;
+mod history;
 mod http;
 pub mod inbound;
 mod legacy_sse;
@@ -44,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 pub use error::UpstreamError;
 pub use forward::relay;
 pub use inbound::decode;
-pub use link::{Link, UpstreamStatus};
+pub use link::{Link, SkippedTool, UpstreamStatus};
 pub use peer::Peer;
 
 use crate::catalog::prompts::RemotePrompts;
@@ -262,6 +263,19 @@ impl Upstreams {
         self.links.read().values().find(|l| l.settings.required && l.peer().is_none()).map(|l| l.name.clone())
     }
 
+    /// The names `upstream`'s tools are served under now, sorted.
+    pub fn served_by(&self, upstream: &str) -> Vec<String> {
+        let offered = self.offered.lock();
+        let snapshot = self.server.tools.snapshot();
+        let mut names: Vec<String> = offered
+            .owned_by(upstream)
+            .filter(|name| snapshot.get(name).is_some_and(|r| r.tool.origin() == Origin::Upstream))
+            .map(str::to_owned)
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
     pub fn statuses(&self) -> Vec<UpstreamStatus> {
         self.links.read().values().map(|l| l.status()).collect()
     }
@@ -332,9 +346,11 @@ impl Upstreams {
         let links = self.links.read();
         for (name, (served, conflicts)) in &settled.upstreams {
             let Some(link) = links.get(name) else { continue };
+            let taken = conflicts.iter().map(|c| link::SkippedTool { tool: c.tool.clone(), reason: "name_taken", detail: c.why() });
             link.update(|s| {
                 s.tools = *served;
                 s.skipped = s.listing_skipped.iter().cloned().chain(conflicts.iter().map(ToString::to_string)).collect();
+                s.skipped_tools = s.listing_skipped_tools.iter().cloned().chain(taken).collect();
             });
             let invalid = link.status().invalid_tools;
             crate::metrics::record::upstream_tools(name, *served, invalid, conflicts.len());

@@ -47,18 +47,7 @@ pub(super) enum Holder {
 
 impl std::fmt::Display for Conflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.holder {
-            Holder::Upstream { name, connected: true } => {
-                write!(f, "{}: the name is served by the upstream {name}, which served it first", self.tool)
-            }
-            Holder::Upstream { name, connected: false } => write!(
-                f,
-                "{}: the name belongs to the upstream {name}, which served it first (not connected now; it keeps its names while configured)",
-                self.tool
-            ),
-            Holder::Source(origin) => write!(f, "{}: the name is taken by a tool from {}", self.tool, origin.as_str()),
-            Holder::Itself => write!(f, "{}: this upstream lists the name more than once; the first is served", self.tool),
-        }
+        write!(f, "{}: {}", self.tool, self.why())
     }
 }
 
@@ -72,6 +61,18 @@ pub(super) struct Settled {
 }
 
 impl Conflict {
+    /// Who holds the name, in a sentence (without the tool's name).
+    pub fn why(&self) -> String {
+        match &self.holder {
+            Holder::Upstream { name, connected: true } => format!("the name is served by the upstream {name}, which served it first"),
+            Holder::Upstream { name, connected: false } => format!(
+                "the name belongs to the upstream {name}, which served it first (not connected now; it keeps its names while configured)"
+            ),
+            Holder::Source(origin) => format!("the name is taken by a tool from {}", origin.as_str()),
+            Holder::Itself => "this upstream lists the name more than once; the first is served".to_owned(),
+        }
+    }
+
     /// The same tool held by the same holder (whether an owner is connected aside).
     fn same(&self, other: &Self) -> bool {
         let holder = |h: &Holder| match h {

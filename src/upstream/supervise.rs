@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use serde_json::Value;
 
 use super::connect::{Handshake, Open, connect};
-use super::link::HeldEntry;
+use super::link::{HeldEntry, SkippedTool};
 use super::peer::Peer;
 use super::{Link, Upstreams, catalog, now_ms};
 use crate::approval::{Kind, Why};
@@ -37,7 +37,7 @@ pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: Cancel
     // Its held gauge exists before the first listing.
     record::catalog_held(&link.name, 0);
     while !stop.is_cancelled() {
-        link.update(|s| s.state = "connecting");
+        link.set_state("connecting", Some("reconnecting after the backoff"));
         let attempt = tokio::select! {
             attempt = connect(&link.name, &link.settings, &link.tool_settings, Open { bearer: link.own_bearer(), listen: true, client: None, stderr: Some(link.stderr.clone()) }) => attempt,
             () = stop.cancelled() => break,
@@ -57,11 +57,9 @@ pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: Cancel
                 link.peer.store(None);
                 let reason = peer.close_reason();
                 upstreams.withdraw(&link, &reason);
-                link.update(|s| {
-                    s.state = "disconnected";
-                    s.tools = 0;
-                    s.last_error = Some(reason.clone());
-                });
+                link.update(|s| s.tools = 0);
+                link.set_error(&reason);
+                link.set_state("disconnected", Some(&reason));
                 record::upstream_state(&link.name, false, 0);
                 if stop.is_cancelled() {
                     break;
@@ -70,10 +68,9 @@ pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: Cancel
             }
             Err(e) => {
                 tracing::warn!(upstream = %link.name, error = %e, "cannot connect to the upstream");
-                link.update(|s| {
-                    s.state = "disconnected";
-                    s.last_error = Some(e.to_string());
-                });
+                let error = e.to_string();
+                link.set_error(&error);
+                link.set_state("disconnected", Some(&error));
                 record::upstream_state(&link.name, false, 0);
             }
         }
@@ -132,6 +129,7 @@ async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities
     let timeout = Duration::from_millis(link.settings.connect_timeout_ms.max(5_000));
     match catalog::list_tools(peer, timeout).await {
         Ok(listed) => {
+            catalog::warn_unmatched_filters(link, &listed);
             // What the allow and deny lists leave out is neither reviewed nor served.
             let listed: Vec<Value> =
                 listed.into_iter().filter(|t| t.get("name").and_then(Value::as_str).is_none_or(|n| catalog::is_offered(link, n))).collect();
@@ -141,7 +139,8 @@ async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities
             let offerings = super::offerings::build(link, gated.resources, gated.prompts);
             // An upstream chooses how many bad entries it lists, and lists them again at every
             // list_changed: the log gets the first few and a count, the status all of them.
-            let problems: Vec<&String> = invalid.iter().chain(&offered.problems).collect();
+            let invalid_lines: Vec<String> = invalid.iter().map(SkippedTool::line).collect();
+            let problems: Vec<&String> = invalid_lines.iter().chain(&offered.problems).collect();
             for why in problems.iter().take(LOGGED_PROBLEMS) {
                 tracing::warn!(upstream = %link.name, skipped = %why, "upstream tool not served");
             }
@@ -151,24 +150,24 @@ async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities
             }
             link.update(|s| {
                 s.invalid_tools = invalid.len();
-                s.listing_skipped = invalid.into_iter().chain(offered.problems).chain(held.unserved_why).collect();
+                s.listing_skipped = invalid_lines.into_iter().chain(offered.problems).chain(held.unserved_why).collect();
+                s.listing_skipped_tools = invalid.into_iter().chain(held.not_approved).collect();
                 s.held = held.pending;
                 s.approval_error = held.degraded;
             });
             // Publishing counts what is served and lists the skipped in the status.
             upstreams.restore(link, tools, held.stand_ins, offerings.resources, offerings.prompts);
-            link.update(|s| {
-                s.state = "connected";
-                s.last_error = None;
-                s.last_sync_ms = Some(now_ms());
-            });
+            // The last error stays: what went wrong before this connection is still worth
+            // reading (it has its time; the state says it is over).
+            link.update(|s| s.last_sync_ms = Some(now_ms()));
             let count = link.status().tools;
+            link.set_state("connected", Some(&format!("tools listed: {count} served")));
             record::upstream_state(&link.name, true, count);
             tracing::info!(upstream = %link.name, tools = count, "upstream tools listed");
         }
         Err(e) => {
             tracing::warn!(upstream = %link.name, error = %e, "cannot list the upstream's tools");
-            link.update(|s| s.last_error = Some(format!("tools/list: {e}")));
+            link.set_error(&format!("tools/list: {e}"));
             peer.close(format!("tools/list failed: {e}"));
         }
     }
@@ -187,6 +186,8 @@ struct HeldBack {
     pending: Vec<HeldEntry>,
     /// Entries not served at all, with why (the status's `skipped`).
     unserved_why: Vec<String>,
+    /// The tools among them, for the status's `skipped_tools`.
+    not_approved: Vec<SkippedTool>,
     /// Stand-ins for unserved tools, so a call is told why.
     stand_ins: Vec<(crate::tool::Tool, String)>,
     degraded: Option<String>,
@@ -218,7 +219,13 @@ async fn approved(
         resources: resources.as_ref().map(|(r, t)| (take(r.len()), take(t.len()))),
         prompts: prompts.as_ref().map(|p| take(p.len())),
     };
-    let mut back = HeldBack { pending: Vec::new(), unserved_why: Vec::new(), stand_ins: Vec::new(), degraded: review.degraded };
+    let mut back = HeldBack {
+        pending: Vec::new(),
+        unserved_why: Vec::new(),
+        not_approved: Vec::new(),
+        stand_ins: Vec::new(),
+        degraded: review.degraded,
+    };
     for held in &review.held {
         let why = held.explain(&link.name);
         if held.is_pending() {
@@ -233,6 +240,10 @@ async fn approved(
             }
             // A pending one is listed as held already.
             if !held.is_pending() {
+                if held.kind == Kind::Tool {
+                    let tool = crate::untrusted::escaped(&held.name, 200).to_string();
+                    back.not_approved.push(SkippedTool { tool, reason: "not_approved", detail: why.clone() });
+                }
                 back.unserved_why.push(why);
             }
         }

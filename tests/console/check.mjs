@@ -1,8 +1,10 @@
 // Drives the admin console in Chromium (Debian's, through playwright-core) against a running
-// toolgate, as an operator would: token, tools, enable/disable, reload, a tool try-out, the
-// audit log with a filter and a CSV export, sessions, virtual servers (a refused and a stored
-// definition, its served tools, deleting it), upstreams, overview; with the vault on, users'
-// connections (filtered, one disconnected). Screenshots of every
+// toolgate, as an operator would: token, tools, enable/disable, reload, a tool try-out (its
+// progress live, and a call cancelled), the audit log with a filter and a CSV export, a running
+// task cancelled in the Tasks view, sessions, virtual servers (a refused and a stored
+// definition, its served tools, deleting it), upstreams and an upstream's page, overview and a
+// tool's page with their charts; with the vault on, users' connections (filtered, one
+// disconnected). Screenshots of every
 // view go to SHOTS. Any error in the page's console (or an uncaught exception) fails the run,
 // except the refusals a step provokes on purpose (a bad token's 401/403).
 //
@@ -104,6 +106,28 @@ async function openSession() {
   return { sid, close: () => controller.abort() };
 }
 
+/// A 2026-07-28 request to the MCP endpoint (with MCP_TOKEN), opted into tasks; its JSON answer.
+async function mcp(method, params) {
+  const headers = { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28", "mcp-method": method };
+  if (params.name || params.taskId) headers["mcp-name"] = params.name || params.taskId;
+  if (process.env.MCP_TOKEN) headers.authorization = `Bearer ${process.env.MCP_TOKEN}`;
+  const meta = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": { name: "console-check", version: "1.0" },
+    "io.modelcontextprotocol/clientCapabilities": { extensions: { "io.modelcontextprotocol/tasks": {} } },
+  };
+  const res = await fetch(MCP, { method: "POST", headers, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: { ...params, _meta: meta } }) });
+  assert((res.headers.get("content-type") || "").startsWith("application/json"), `${method}: HTTP ${res.status} ${res.headers.get("content-type")}`);
+  return res.json();
+}
+
+/// Runs `tool` as a task (the server decides so for a client that opted in); its id.
+async function createTask(tool, args) {
+  const created = await mcp("tools/call", { name: tool, arguments: args });
+  assert(created.result && created.result.resultType === "task", `a task: ${JSON.stringify(created)}`);
+  return created.result.taskId;
+}
+
 async function shot(page, name) {
   // From the top: a full-page capture of a scrolled page draws the sticky bar mid-page.
   await page.evaluate(() => window.scrollTo(0, 0));
@@ -113,6 +137,27 @@ async function shot(page, name) {
 async function nav(page, view) {
   await page.click(`#nav a[data-view="${view}"]`);
   await page.waitForSelector(`#view[data-view="${view}"] .view-head h1`, { timeout: STEP_TIMEOUT });
+}
+
+/// The charts of `scope` hold lines with points: calls (with errors) and latency, each with a
+/// summary for screen readers and tooltips whose times carry their zone.
+async function chartsDrawn(page, scope) {
+  const panel = `section.charts[data-scope="${scope}"]`;
+  await page.waitForSelector(`${panel} .s-calls path.line`);
+  const drawn = await page.$$eval(`${panel} svg.chart-svg`, (charts) =>
+    charts.map((svg) => ({
+      label: svg.getAttribute("aria-label"),
+      points: [...svg.querySelectorAll("path.line")].map((p) => Number(p.getAttribute("data-points"))),
+      tips: [...svg.querySelectorAll("rect.hover title")].map((t) => t.textContent),
+    })),
+  );
+  assert(drawn.length === 2, `two charts: ${drawn.length}`);
+  for (const chart of drawn) {
+    assert(chart.points.length >= 1 && chart.points.every((n) => n >= 1), `lines with points: ${JSON.stringify(chart)}`);
+    assert(/call/.test(chart.label) || /p95/.test(chart.label), `a summary: ${chart.label}`);
+    assert(chart.tips.some((t) => / UTC/.test(t) && /\d+ calls?/.test(t)), `tooltips with times and their zone: ${chart.tips.slice(-1)}`);
+  }
+  assert(/calls\/s/.test(await page.textContent(`${panel} .legend`)), "a legend");
 }
 
 async function main() {
@@ -258,7 +303,38 @@ async function tokenRun(page, keepSession) {
     await page.fill("#arg-1", "20");
     await page.click("#try-call");
     await page.waitForSelector('#try-result [data-is-error="false"]');
-    assert((await page.textContent("#try-result")).includes("notifications/progress"), "progress notifications are shown");
+    const reported = await page.textContent("#try-progress-summary");
+    assert(/^(\d+) of \1: Step \1 of \1/.test(reported), `the last progress as a bar with its message: ${reported}`);
+    assert(!(await page.textContent("#try-result")).includes("notifications/progress"), "no raw JSON of the notifications");
+  });
+
+  await check("try a tool: a long call's progress live, then its result", async () => {
+    await page.selectOption("#try-tool", "countdown");
+    await page.waitForSelector('#try-form[data-tool="countdown"]');
+    await page.fill("#arg-0", "3");
+    await page.click("#try-call");
+    await page.waitForSelector("#try-cancel:not([hidden])");
+    await page.waitForFunction(() => /^1 of 3: 2 s left$/.test(document.querySelector("#try-progress-text")?.textContent || ""));
+    assert((await page.getAttribute("#try-progress", "max")) === "3", "a bar of 3 steps");
+    await shot(page, "06b-try-progress");
+    await page.waitForSelector('#try-result [data-is-error="false"]');
+    assert((await page.textContent("#try-result")).includes("Countdown of 3 s done"), "the result after the progress");
+    assert(await page.isHidden("#try-cancel"), "no Cancel once the call answered");
+  });
+
+  await check("try a tool: Cancel stops a running call on the server", async () => {
+    await page.fill("#arg-0", "60");
+    await page.click("#try-call");
+    await page.waitForFunction(() => /^1 of 60/.test(document.querySelector("#try-progress-text")?.textContent || ""));
+    await page.click("#try-cancel");
+    await page.waitForSelector("#try-cancelled");
+    let cancelled = [];
+    for (let i = 0; i < 100 && !cancelled.length; i++) {
+      cancelled = (await api("GET", "/admin/audit?tool=countdown&kind=tool_call&outcome=cancelled")).body.records;
+      if (!cancelled.length) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert(cancelled.length === 1, `the call was recorded cancelled: ${JSON.stringify(cancelled)}`);
+    await shot(page, "06c-try-cancelled");
   });
 
   await check("audit: filter finds the try-out", async () => {
@@ -267,10 +343,21 @@ async function tokenRun(page, keepSession) {
     await page.selectOption("#audit-kind", "tool_call");
     await page.click("#audit-search");
     await page.waitForSelector('#audit-results tr[data-tool="echo"]');
-    const rows = await page.$$eval("#audit-results tbody tr", (trs) => trs.map((tr) => tr.textContent));
+    const rows = await page.$$eval("#audit-results tbody tr[data-kind]", (trs) => trs.map((tr) => tr.textContent));
     assert(rows.length >= 1 && rows.every((r) => r.includes("echo")), `only echo: ${rows.length} rows`);
     assert(rows.some((r) => r.includes("console-e2e")), "the call is recorded under the admin token's subject");
     await shot(page, "07-audit");
+  });
+
+  await check("audit: times carry their zone, and a record opens in a full-width row", async () => {
+    const time = await page.textContent('#audit-results tr[data-tool="echo"] td');
+    assert(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/.test(time.trim()), `a time with its zone: ${time}`);
+    await page.click('#audit-results tr[data-tool="echo"] button.expander');
+    const opened = await page.waitForSelector("#audit-results tr.expanded:not([hidden]) td[colspan]");
+    const columns = await page.$$eval("#audit-results thead th", (ths) => ths.length);
+    assert((await opened.getAttribute("colspan")) === String(columns), `spans all ${columns} columns`);
+    assert((await opened.textContent()).includes('"tool": "echo"'), "the whole record");
+    await shot(page, "07b-audit-record");
   });
 
   await check("audit: a bad filter says what to change", async () => {
@@ -299,6 +386,31 @@ async function tokenRun(page, keepSession) {
     assert(text.includes("console-check 1.0"), "the client's name and version");
     assert(text.includes("console-e2e"), "the subject");
     await shot(page, "08-sessions");
+  });
+
+  await check("tasks: a running task with its owner, filtered, cancelled through the button", async () => {
+    const id = await createTask("countdown", { seconds: 60 });
+    await nav(page, "tasks");
+    const row = `tr[data-task="${id}"]`;
+    await page.waitForSelector(`${row}[data-status="working"]`);
+    const text = await page.textContent(row);
+    assert(text.includes("countdown") && text.includes("console-e2e") && text.includes("1 h"), `tool, owner and TTL: ${text}`);
+    await page.selectOption("#task-status", "completed");
+    await page.waitForSelector(row, { state: "detached" });
+    await page.selectOption("#task-status", "working");
+    await page.fill("#task-tool", "countdown");
+    await page.click("#task-search");
+    await page.waitForSelector(`${row}[data-status="working"]`);
+    await shot(page, "08a-tasks");
+    page.once("dialog", (d) => d.accept());
+    await page.click(`button[data-cancel="${id}"]`);
+    await page.waitForSelector('.banner.ok:has-text("Cancelled task")');
+    await page.selectOption("#task-status", "");
+    await page.waitForSelector(`${row}[data-status="cancelled"]`);
+    assert((await page.textContent(row)).includes("cancelled by an operator"), "the status message");
+    const seen = await mcp("tasks/get", { taskId: id });
+    assert(seen.result && seen.result.status === "cancelled", `the owner sees it cancelled: ${JSON.stringify(seen)}`);
+    await page.fill("#task-tool", "");
   });
 
   await check("servers: the settings' server, and a new one through the form", async () => {
@@ -375,12 +487,61 @@ async function tokenRun(page, keepSession) {
     assert(approved.body.approvals.some((a) => a.id === held[0].id), "approved through the button");
   });
 
+  await check("upstreams: a page with the last error kept after a reconnect, the history and the skipped tools", async () => {
+    // fx dies and is reconnected: its page keeps the error, with its time.
+    await api("POST", "/admin/tools/fx_die/call", { arguments: {} });
+    let fx = null;
+    for (let i = 0; i < 100 && !(fx && fx.state === "connected" && fx.reconnects >= 1); i++) {
+      fx = (await api("GET", "/admin/upstreams/fx")).body.status;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert(fx.state === "connected" && fx.last_error, `reconnected with its last error: ${JSON.stringify(fx)}`);
+    await nav(page, "upstreams");
+    await page.click('#view a.upstream-link[href="#upstreams/fx"]');
+    await page.waitForSelector('#upstream-detail[data-upstream="fx"] #upstream-last-error .last-error.past');
+    const error = await page.textContent("#upstream-last-error");
+    assert(/at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/.test(error) && error.includes("connected again"), error);
+    assert(await page.isVisible('#upstream-history tr[data-to="disconnected"]'), "the history shows the loss");
+    assert(await page.isVisible('#upstream-history tr[data-to="connected"]'), "and the reconnection");
+    const skipped = await page.textContent('#upstream-tools tr[data-skipped="invalid"]');
+    assert(skipped.includes("bad name"), `the invalid tool with its reason: ${skipped}`);
+    assert(await page.isVisible('#upstream-served a[href="#tools/fx_echo"]'), "served tools link to their page");
+    assert((await page.textContent("#upstream-settings")).includes("<redacted>"), "the program's environment values are redacted");
+    await page.waitForSelector('section.charts[data-scope="upstream"] path.line');
+    await shot(page, "09b-upstream-fx");
+  });
+
+  await check("upstreams: an upstream that never connected shows why", async () => {
+    await page.goto(`${ADMIN}/admin/console#upstreams/dead`);
+    await page.waitForSelector('#upstream-detail[data-upstream="dead"] #upstream-last-error .last-error:not(.past)');
+    assert(await page.isVisible('#upstream-history tr[data-to="disconnected"]'), "the failed attempts");
+    await page.waitForSelector('section.charts[data-scope="upstream"] .chart-empty');
+    await shot(page, "09c-upstream-dead");
+  });
+
   await check("overview: figures after the walk", async () => {
     await nav(page, "overview");
     await page.waitForSelector('#view[data-view="overview"] .stat');
     const text = await page.textContent("#view");
     assert(/Tool calls/.test(text) && /Audit log/.test(text), text.slice(0, 200));
     await shot(page, "10-overview");
+  });
+
+  await check("overview: charts of calls, errors and latency with data in them", async () => {
+    await chartsDrawn(page, "all");
+    await page.click('section.charts button[data-window="start"]');
+    await page.waitForSelector('section.charts button[data-window="start"][aria-pressed="true"]');
+    await chartsDrawn(page, "all");
+    await shot(page, "10b-overview-charts");
+    await page.click('section.charts button[data-window="hour"]');
+  });
+
+  await check("tools: a tool's page with its charts", async () => {
+    await nav(page, "tools");
+    await page.click('tr[data-tool="echo"] a.tool-link');
+    await page.waitForSelector('#tool-about[data-tool="echo"]');
+    await chartsDrawn(page, "tool");
+    await shot(page, "10c-tool-echo");
   });
 
   await check("forget the token", async () => {
