@@ -433,7 +433,7 @@ mod tests {
         assert!(matches!(refused, Err(UpstreamError::Disconnected(_))), "an expired token must not go out");
 
         let valid = Bearer::Fixed("user-token".into(), Some(Instant::now() + Duration::from_secs(60)));
-        let sent = authorize(request(), &HeaderMap::new(), &valid).await.expect("a valid token goes out").build().unwrap();
+        let sent = authorize(request(), &HeaderMap::new(), &valid).await.expect("a valid token goes out").build().expect("a request");
         assert_eq!(sent.headers()[http::header::AUTHORIZATION], "Bearer user-token");
     }
 }
