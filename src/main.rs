@@ -110,7 +110,18 @@ struct ConfigArg {
 }
 
 impl ConfigArg {
+    /// The settings, and on standard error a warning for each variable that looks like a
+    /// setting but is not read (`TOOLGATE_SERVER_BIND`).
     fn load(&self) -> anyhow::Result<Settings> {
+        let settings = self.load_quietly()?;
+        for warning in toolgate::config::env_names::warnings(&settings) {
+            eprintln!("warning: {}", toolgate::untrusted::text::terminal(&warning));
+        }
+        Ok(settings)
+    }
+
+    /// The settings alone: `serve` logs the warnings once its log is set up.
+    fn load_quietly(&self) -> anyhow::Result<Settings> {
         Ok(Settings::load(self.config.as_deref())?)
     }
 }
@@ -257,7 +268,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             healthcheck(&settings.server).await
         }
         Command::Serve { config, bind } => {
-            let mut settings = config.load()?;
+            let mut settings = config.load_quietly()?;
             if let Some(bind) = bind {
                 settings.server.bind = bind;
                 // The same checks as a bind set in the file (dev mode stays on loopback).
@@ -265,6 +276,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
             }
             toolgate::telemetry::set_replica(&settings.audit.resolved_replica_id());
             let telemetry = toolgate::telemetry::init(&settings.log);
+            for warning in toolgate::config::env_names::warnings(&settings) {
+                tracing::warn!("{warning}");
+            }
             let bind = settings.server.bind;
             // Before the connection cap is derived from it (server.max_connections = 0).
             let files = toolgate::transport::connections::raise_file_limit();

@@ -42,7 +42,9 @@ pub async fn require_admin(State(app): State<AdminState>, mut request: Request, 
         }
         // RFC 6750 §3.1: the scope the request needs, and only it: the token's other scopes
         // (the MCP ones, say) are neither needed here nor lost by asking for this one.
-        Ok(_) | Err(Refusal::InsufficientScope(_)) => Refusal::InsufficientScope(vec![scope.to_owned()]),
+        Ok(_) | Err(Refusal::InsufficientScope(_)) => {
+            Refusal::InsufficientScope(crate::auth::scopes::ScopeShortfall::missing(vec![scope.to_owned()]))
+        }
         Err(refusal) => refusal,
     };
     if let (Some(limiter), Some(ip), Refusal::Invalid(_) | Refusal::Malformed(_)) = (&app.limiter, ip, &refusal) {

@@ -11,6 +11,7 @@ use super::introspection::Introspector;
 use super::jwt::JwtVerifier;
 use super::metadata::metadata_url;
 use super::principal::{Principal, TokenError};
+use super::scopes::ScopeShortfall;
 use super::settings::AuthSettings;
 
 /// Verifies tokens and builds challenges.
@@ -36,8 +37,8 @@ pub enum Refusal {
     Malformed(&'static str),
     /// The token is not acceptable here.
     Invalid(String),
-    /// The token lacks scopes; the list is everything the request needs.
-    InsufficientScope(Vec<String>),
+    /// The token lacks scopes the request needs.
+    InsufficientScope(ScopeShortfall),
     /// The issuer's keys cannot be fetched right now.
     Unavailable,
 }
@@ -149,13 +150,10 @@ impl Authenticator {
     /// `auth.required_scopes`.
     pub async fn authenticate(&self, headers: &http::HeaderMap) -> Result<Principal, Refusal> {
         let principal = self.identify(headers).await?;
-        let missing = self.settings.required_scopes.iter().any(|s| !principal.has_scope(s));
-        if missing {
-            let mut needed: Vec<String> = principal.scopes.iter().cloned().collect();
-            needed.extend(self.settings.required_scopes.iter().filter(|s| !principal.has_scope(s)).cloned());
-            return Err(Refusal::InsufficientScope(needed));
+        match ScopeShortfall::of(&principal.scopes, &self.settings.required_scopes) {
+            Some(shortfall) => Err(Refusal::InsufficientScope(shortfall)),
+            None => Ok(principal),
         }
-        Ok(principal)
     }
 
     /// The principal of a valid bearer token, whatever its scopes (the admin API checks its own).
@@ -171,19 +169,12 @@ impl Authenticator {
     }
 
     /// Whether the principal holds the scopes `method` needs (its class's and its own);
-    /// otherwise the refusal lists what it has plus what is missing.
+    /// otherwise the refusal names what is missing and what the token has.
     pub fn check_method(&self, principal: &Principal, method: &str) -> Result<(), Refusal> {
-        let missing: Vec<String> = self.settings.scopes_for_method(method).filter(|s| !principal.has_scope(s)).cloned().collect();
-        if missing.is_empty() {
-            return Ok(());
+        match ScopeShortfall::of(&principal.scopes, self.settings.scopes_for_method(method)) {
+            Some(shortfall) => Err(Refusal::InsufficientScope(shortfall)),
+            None => Ok(()),
         }
-        let mut needed: Vec<String> = principal.scopes.iter().cloned().collect();
-        for s in missing {
-            if !needed.contains(&s) {
-                needed.push(s);
-            }
-        }
-        Err(Refusal::InsufficientScope(needed))
     }
 }
 

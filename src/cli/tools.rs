@@ -124,6 +124,34 @@ fn code_tools(settings: &Settings) -> anyhow::Result<Vec<(String, String)>> {
     Ok(server.tools.snapshot().iter().map(|t| (t.name().to_owned(), t.tool.descriptor().description.clone())).collect())
 }
 
+/// One tool of `tools list`: `source` is the file it is defined in (`database`, `built-in pack`).
+struct Row {
+    name: String,
+    origin: &'static str,
+    kind: String,
+    enabled: bool,
+    source: String,
+    description: String,
+}
+
+/// The rows as JSON lines, or as a table whose SOURCE column is as wide as its longest path.
+fn print_rows(out: &mut impl std::io::Write, rows: &[Row], json: bool) {
+    if json {
+        for r in rows {
+            let line = serde_json::json!({"name": r.name, "origin": r.origin, "kind": r.kind, "enabled": r.enabled, "source": r.source, "description": r.description});
+            let _ = writeln!(out, "{line}");
+        }
+        return;
+    }
+    let width = rows.iter().map(|r| r.source.chars().count()).max().unwrap_or(0).max("SOURCE".len());
+    let _ = writeln!(out, "{:<32} {:<9} {:<8} {:<8} {:<width$} DESCRIPTION", "NAME", "ORIGIN", "KIND", "ENABLED", "SOURCE");
+    for r in rows {
+        let short: String = r.description.chars().take(60).collect();
+        let enabled = if r.enabled { "yes" } else { "no" };
+        let _ = writeln!(out, "{:<32} {:<9} {:<8} {enabled:<8} {:<width$} {short}", r.name, r.origin, r.kind, r.source);
+    }
+}
+
 /// Runs one `toolgate tools` subcommand.
 pub async fn run(settings: Settings, command: ToolsCommand) -> anyhow::Result<()> {
     use std::io::Write as _;
@@ -156,13 +184,14 @@ pub async fn run(settings: Settings, command: ToolsCommand) -> anyhow::Result<()
             Ok(())
         }
         ToolsCommand::List { json } => {
-            // (name, origin, kind, enabled, description)
-            let mut rows: Vec<(String, &str, String, bool, String)> = Vec::new();
+            let mut rows: Vec<Row> = Vec::new();
             for (name, description) in code_tools(&settings)? {
-                rows.push((name, Origin::Code.as_str(), "code".into(), true, description));
+                let source = "built-in pack".to_owned();
+                rows.push(Row { name, origin: Origin::Code.as_str(), kind: "code".into(), enabled: true, source, description });
             }
-            let mut add = |c: toolgate::tooldef::Compiled, origin: Origin, description: String| {
-                rows.push((c.name, origin.as_str(), c.kind.as_str().to_owned(), c.enabled, description));
+            let mut add = |c: toolgate::tooldef::Compiled, origin: Origin, source: &str, description: String| {
+                let (kind, source) = (c.kind.as_str().to_owned(), source.to_owned());
+                rows.push(Row { name: c.name, origin: origin.as_str(), kind, enabled: c.enabled, source, description });
             };
             let describe = |raw: &RawDef| raw.value.get("description").and_then(serde_json::Value::as_str).unwrap_or("").to_owned();
             if let Some(path) = &settings.tools.path {
@@ -170,7 +199,7 @@ pub async fn run(settings: Settings, command: ToolsCommand) -> anyhow::Result<()
                 let compiled = compile_all(&raws, &settings, Origin::File, &path.display().to_string())
                     .map_err(|e| anyhow::anyhow!("invalid tool definitions:\n{e}"))?;
                 for (c, raw) in compiled.into_iter().zip(&raws) {
-                    add(c, Origin::File, describe(raw));
+                    add(c, Origin::File, &raw.source, describe(raw));
                 }
             }
             let store = toolgate::store::Store::connect(&settings.storage).await?;
@@ -182,7 +211,7 @@ pub async fn run(settings: Settings, command: ToolsCommand) -> anyhow::Result<()
                     Ok(mut c) => {
                         c.enabled = row.enabled;
                         let d = describe(&raw);
-                        add(c, Origin::Database, d);
+                        add(c, Origin::Database, "database", d);
                     }
                     Err(errors) => eprintln!(
                         "stored tool {:?} is invalid: {}",
@@ -191,20 +220,8 @@ pub async fn run(settings: Settings, command: ToolsCommand) -> anyhow::Result<()
                     ),
                 }
             }
-            rows.sort_by(|a, b| a.0.cmp(&b.0));
-            if json {
-                for (name, origin, kind, enabled, description) in rows {
-                    let line =
-                        serde_json::json!({"name": name, "origin": origin, "kind": kind, "enabled": enabled, "description": description});
-                    let _ = writeln!(out, "{line}");
-                }
-            } else {
-                let _ = writeln!(out, "{:<32} {:<9} {:<8} {:<8} DESCRIPTION", "NAME", "ORIGIN", "KIND", "ENABLED");
-                for (name, origin, kind, enabled, description) in rows {
-                    let short: String = description.chars().take(60).collect();
-                    let _ = writeln!(out, "{name:<32} {origin:<9} {kind:<8} {:<8} {short}", if enabled { "yes" } else { "no" });
-                }
-            }
+            rows.sort_by(|a, b| a.name.cmp(&b.name));
+            print_rows(&mut out, &rows, json);
             Ok(())
         }
         ToolsCommand::Import { command: ImportCommand::Openapi(args) } => import_openapi(&settings, args),

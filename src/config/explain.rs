@@ -32,22 +32,21 @@ pub(super) fn explain(error: config::ConfigError) -> ConfigError {
     let Some((what, key)) = text.strip_suffix('`').and_then(|t| t.rsplit_once(" for key `")) else {
         return ConfigError::Load(error);
     };
-    let reason = if let Some((type_name, value)) =
-        what.strip_prefix("enum ").and_then(|r| r.split_once(" does not have variant constructor "))
-    {
-        match accepted_values(type_name) {
-            Some(values) => {
-                let quoted: Vec<String> = values.iter().map(|v| format!("\"{v}\"")).collect();
-                format!("\"{value}\" is not one of the accepted values: {}", quoted.join(", "))
-            }
-            None => return ConfigError::Load(error),
-        }
-    } else if what == "invalid socket address syntax" {
+    match reason_for(what) {
+        Some(reason) => ConfigError::InvalidAt { key: key.to_owned(), reason },
+        None => ConfigError::Load(error),
+    }
+}
+
+/// What `config` said of a value (without its key), reworded when it is one of the kinds above.
+pub(super) fn reason_for(what: &str) -> Option<String> {
+    if let Some((type_name, value)) = what.strip_prefix("enum ").and_then(|r| r.split_once(" does not have variant constructor ")) {
+        let quoted: Vec<String> = accepted_values(type_name)?.iter().map(|v| format!("\"{v}\"")).collect();
+        return Some(format!("\"{value}\" is not one of the accepted values: {}", quoted.join(", ")));
+    }
+    (what == "invalid socket address syntax").then(|| {
         "give an IP address and a port, such as \"127.0.0.1:8080\" (this host only) or \"0.0.0.0:8080\" (every interface); a host name such as \"localhost\" is not accepted".to_owned()
-    } else {
-        return ConfigError::Load(error);
-    };
-    ConfigError::InvalidAt { key: key.to_owned(), reason }
+    })
 }
 
 /// The variant names `T` deserializes from, as its derived `Deserialize` lists them.

@@ -12,8 +12,11 @@ pub mod admin;
 pub mod audit;
 pub mod auth;
 pub mod authserver;
+mod checks;
+mod collect;
 pub mod command_tools;
 pub mod effective;
+pub mod env_names;
 mod explain;
 pub mod http_tools;
 pub mod limits;
@@ -292,6 +295,30 @@ pub enum ConfigError {
     /// A setting under a key chosen by the operator (`upstreams.<name>.url`).
     #[error("invalid setting {key}: {reason}")]
     InvalidAt { key: String, reason: String },
+    /// A value that does not fit its key (or a key that is none), with where it was set: the
+    /// settings file, or the environment variable's name.
+    #[error("invalid setting {key} ({from}): {reason}")]
+    Value { key: String, from: String, reason: String },
+    /// More than one of the above, each to fix.
+    #[error("{} problems in the settings, each to fix:\n{}", .0.len(), list(.0))]
+    Several(Vec<ConfigError>),
+}
+
+impl ConfigError {
+    /// `Ok` for no problems, the one problem, or all of them.
+    pub fn all(mut problems: Vec<ConfigError>) -> Result<(), ConfigError> {
+        match problems.len() {
+            0 => Ok(()),
+            1 => Err(problems.remove(0)),
+            _ => Err(ConfigError::Several(problems)),
+        }
+    }
+}
+
+/// One problem a line, as `tools validate` lists a tools file's.
+fn list(problems: &[ConfigError]) -> String {
+    let lines: Vec<String> = problems.iter().map(|p| format!("  - {p}")).collect();
+    lines.join("\n")
 }
 
 /// A settings file as a source: `*.yaml`/`*.yml` is YAML ([`YamlFile`]), anything else TOML.
@@ -332,132 +359,17 @@ impl Settings {
         if let Some(path) = file {
             builder = builder.add_source(file_source(path));
         }
+        // A file that is not TOML or YAML stops here, at its first syntax error.
         let built = builder.add_source(env_source()).build().map_err(explain::explain)?;
-        let settings: Self = built.try_deserialize().map_err(explain::explain)?;
-        settings.validate()?;
-        Ok(settings)
-    }
-
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let invalid = |key, reason: &str| Err(ConfigError::Invalid { key, reason: reason.to_owned() });
-        let path = &self.server.mcp_path;
-        if !path.starts_with('/') || path.len() < 2 || path.ends_with('/') {
-            return invalid("server.mcp_path", "must start with '/', not end with '/', and not be '/' alone");
+        let table = config::Source::collect(&built)?;
+        let (settings, mut problems) = collect::deserialize(table);
+        // Values left out as unreadable fall back to defaults: the checks still run, so one
+        // report holds every problem, but such settings are never returned.
+        if let Some(settings) = &settings {
+            problems.extend(settings.problems());
         }
-        if self.server.allowed_hosts.is_empty() {
-            return invalid("server.allowed_hosts", "must not be empty; list the public host names, or \"*\" to accept any");
-        }
-        if self.server.max_body_bytes < 1024 {
-            return invalid("server.max_body_bytes", "must be at least 1024");
-        }
-        if self.server.body_read_timeout_ms < 100 || self.server.header_read_timeout_ms < 100 {
-            return invalid("server", "body_read_timeout_ms and header_read_timeout_ms must be at least 100");
-        }
-        if self.server.max_batch_items == 0 {
-            return invalid("server.max_batch_items", "must be at least 1");
-        }
-        if self.sessions.max_per_client == 0 || self.sse.max_streams_per_client == 0 {
-            return invalid("sessions.max_per_client", "sessions.max_per_client and sse.max_streams_per_client must be at least 1");
-        }
-        if self.tools.page_size == 0 {
-            return invalid("tools.page_size", "must be at least 1");
-        }
-        self.server.tls.validate("server.tls")?;
-        self.admin.tls.validate("admin.tls")?;
-        if let Err((key, reason)) = self.tasks.validate() {
-            return invalid(key, reason);
-        }
-        for (name, upstream) in &self.upstreams {
-            upstream.validate(name).map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
-            self.check_user_grant(name, upstream).map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
-            let limits = std::iter::once((format!("upstreams.{name}.rate_limit"), &upstream.rate_limit))
-                .chain(upstream.tools.iter().map(|(tool, o)| (format!("upstreams.{name}.tools.{tool}.rate_limit"), &o.rate_limit)));
-            for (key, limit) in limits {
-                if let Some(limit) = limit {
-                    self.limits.validate_tool(&key, limit).map_err(|reason| ConfigError::InvalidAt { key: key.clone(), reason })?;
-                }
-            }
-        }
-        prefixes::check(&self.upstreams).map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
-        if self.servers.len() > servers::MAX_SERVERS {
-            return invalid("servers", &format!("at most {} virtual servers", servers::MAX_SERVERS));
-        }
-        for (name, server) in &self.servers {
-            server.validate(name, &self.server.mcp_path, &self.servers).map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
-        }
-        if self.sse.stream_buffer == 0 || self.sse.keep_alive_secs == 0 {
-            return invalid("sse", "stream_buffer and keep_alive_secs must be at least 1");
-        }
-        if self.tools.max_concurrent_calls == 0 || self.tools.default_char_limit < 100 {
-            return invalid("tools", "max_concurrent_calls must be at least 1 and default_char_limit at least 100");
-        }
-        if self.tools.command.max_output_bytes < 1024 {
-            return invalid("tools.command.max_output_bytes", "must be at least 1024");
-        }
-        if self.server.drain_delay_ms > 0 && self.server.drain_delay_ms >= self.server.shutdown_grace_secs.saturating_mul(1000) {
-            return invalid("server.drain_delay_ms", "must be shorter than server.shutdown_grace_secs (or 0)");
-        }
-        if !(0.0..=1.0).contains(&self.log.otlp.sample_ratio) {
-            return invalid("log.otlp.sample_ratio", "must be between 0.0 and 1.0");
-        }
-        if let Some(endpoint) = &self.log.otlp.endpoint
-            && !url::Url::parse(endpoint).is_ok_and(|u| matches!(u.scheme(), "http" | "https"))
-        {
-            return invalid("log.otlp.endpoint", "must be an http:// or https:// URL, e.g. http://otel-collector:4318");
-        }
-        if self.tools.default_timeout_secs == 0 {
-            return invalid("tools.default_timeout_secs", "must be at least 1");
-        }
-        self.auth.validate_with(self.authorization_server.enabled).map_err(|reason| ConfigError::Invalid { key: "auth", reason })?;
-        self.authorization_server.validate().map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
-        if self.authorization_server.enabled && self.auth.mode != auth::AuthMode::Jwt {
-            return invalid(
-                "auth.mode",
-                "must be \"jwt\" with authorization_server.enabled: the resource server verifies the tokens the authorization server issues",
-            );
-        }
-        self.vault.validate().map_err(|(key, reason)| ConfigError::InvalidAt { key, reason })?;
-        self.storage.validate().map_err(|reason| ConfigError::Invalid { key: "storage", reason })?;
-        self.audit.validate().map_err(|reason| ConfigError::Invalid { key: "audit", reason })?;
-        self.limits.validate().map_err(|reason| ConfigError::Invalid { key: "limits", reason })?;
-        if self.admin.enabled && self.auth.mode == auth::AuthMode::Off && !self.admin.bind.ip().is_loopback() {
-            return invalid(
-                "admin.bind",
-                "with auth.mode = \"off\" the admin API has no authentication, so it only serves on a loopback address; turn auth on (admin tokens need the admin.scope scope) or bind it to 127.0.0.1",
-            );
-        }
-        if self.admin.scope.trim().is_empty() {
-            return invalid("admin.scope", "must name the scope admin tokens carry");
-        }
-        if self.auth.mode == auth::AuthMode::Dev && !self.server.bind.ip().is_loopback() && !self.auth.dev_allow_public_bind {
-            return invalid(
-                "auth.mode",
-                "\"dev\" trusts locally minted tokens and only serves on a loopback address; configure real issuers for this bind, or set auth.dev_allow_public_bind = true if you must",
-            );
-        }
-        Ok(())
-    }
-
-    /// An upstream whose calls run with each user's own account (`oauth.grant = "user"`) needs
-    /// the vault's keys and the authorization server, whose identity provider signs the user in
-    /// on the connect page.
-    pub fn check_user_grant(&self, name: &str, upstream: &upstreams::UpstreamSettings) -> Result<(), (String, String)> {
-        if !upstream.oauth.as_ref().is_some_and(|o| o.grant == upstreams::Grant::User) {
-            return Ok(());
-        }
-        if !self.authorization_server.enabled {
-            return Err((
-                format!("upstreams.{name}.oauth.grant"),
-                "\"user\" needs [authorization_server] enabled: its identity provider signs the user in on the page where they connect their account".into(),
-            ));
-        }
-        if self.vault.keys.is_empty() {
-            return Err((
-                format!("upstreams.{name}.oauth.grant"),
-                "\"user\" needs [vault] keys to seal each user's tokens (32 random bytes, base64: `openssl rand -base64 32`)".into(),
-            ));
-        }
-        Ok(())
+        ConfigError::all(problems)?;
+        settings.ok_or_else(|| ConfigError::Invalid { key: "settings", reason: "cannot be read".into() })
     }
 
     pub fn keep_alive(&self) -> Duration {

@@ -14,6 +14,7 @@ pub mod http;
 mod json;
 #[cfg(feature = "otel")]
 mod otel;
+pub mod throttle;
 pub mod trace_context;
 
 use tracing::Span;

@@ -232,7 +232,7 @@ pub fn parse_file(path: &Path) -> Result<ToolsFile, DefinitionErrors> {
     for (i, raw) in raws.iter().enumerate() {
         match parse_def(raw) {
             Ok(def) => tools.push(def),
-            Err(e) => errors.push(ToolErrors { tool: raw.label(i), errors: vec![e] }),
+            Err(e) => errors.push(ToolErrors::new(raw.label(i), vec![e])),
         }
     }
     if errors.is_empty() {
@@ -259,16 +259,16 @@ pub fn compile_all(raws: &[RawDef], settings: &Settings, origin: Origin, source:
     let mut seen = BTreeSet::new();
     for (i, raw) in raws.iter().enumerate() {
         let label = raw.label(i);
+        // A directory's problems name the file each definition is in.
+        let file = (raw.source != source).then(|| raw.source.clone());
         if !seen.insert(label.clone()) {
-            errors.push(ToolErrors {
-                tool: label.clone(),
-                errors: vec![FieldError::new("name", format!("{label:?} is defined twice (in {})", raw.source))],
-            });
+            let twice = FieldError::new("name", format!("{label:?} is defined twice (in {})", raw.source));
+            errors.push(ToolErrors { file, ..ToolErrors::new(label, vec![twice]) });
             continue;
         }
         match compile(raw, settings, origin) {
             Ok(c) => compiled.push(c),
-            Err(errs) => errors.push(ToolErrors { tool: label, errors: errs }),
+            Err(errs) => errors.push(ToolErrors { file, ..ToolErrors::new(label, errs) }),
         }
     }
     if errors.is_empty() { Ok(compiled) } else { Err(DefinitionErrors { origin: source.to_owned(), general: None, tools: errors }) }

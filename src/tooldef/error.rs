@@ -28,7 +28,16 @@ impl std::fmt::Display for FieldError {
 pub struct ToolErrors {
     /// The tool's name, or `tools[<index>]` when the name itself is missing or unreadable.
     pub tool: String,
+    /// The file the definition is in, when the source is a directory of tools files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
     pub errors: Vec<FieldError>,
+}
+
+impl ToolErrors {
+    pub fn new(tool: impl Into<String>, errors: Vec<FieldError>) -> Self {
+        Self { tool: tool.into(), file: None, errors }
+    }
 }
 
 /// Why a set of definitions (a tools file, an admin request) was refused. Nothing of a refused
@@ -49,7 +58,7 @@ impl DefinitionErrors {
     }
 
     pub fn field(source: impl Into<String>, tool: impl Into<String>, error: FieldError) -> Self {
-        Self { origin: source.into(), general: None, tools: vec![ToolErrors { tool: tool.into(), errors: vec![error] }] }
+        Self { origin: source.into(), general: None, tools: vec![ToolErrors::new(tool, vec![error])] }
     }
 
     /// Total number of problems (for logs and metrics).
@@ -59,7 +68,8 @@ impl DefinitionErrors {
 }
 
 impl std::fmt::Display for DefinitionErrors {
-    /// One line per problem: `tools.toml: tool "get_weather": http.url: ...`.
+    /// One line per problem: `tools.toml: tool "get_weather": http.url: ...`, naming the file
+    /// of a directory the tool is in.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut first = true;
         let mut line = |f: &mut std::fmt::Formatter<'_>, text: String| {
@@ -73,8 +83,9 @@ impl std::fmt::Display for DefinitionErrors {
             line(f, format!("{}: {general}", self.origin))?;
         }
         for tool in &self.tools {
+            let file = tool.file.as_deref().unwrap_or(&self.origin);
             for e in &tool.errors {
-                line(f, format!("{}: tool {:?}: {e}", self.origin, tool.tool))?;
+                line(f, format!("{file}: tool {:?}: {e}", tool.tool))?;
             }
         }
         Ok(())

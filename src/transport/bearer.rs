@@ -28,8 +28,10 @@ use super::client_ip::TrustedProxies;
 use super::headers;
 use crate::audit::AuditLog;
 use crate::auth::bearer::{Authenticator, Refusal};
+use crate::auth::scopes::ScopeShortfall;
 use crate::limits::Limiter;
 use crate::protocol::jsonrpc::{RpcError, code};
+use crate::telemetry::throttle::Throttle;
 use crate::virtual_servers::VirtualServer;
 
 /// What the gate needs: the verifier (`None` when `auth.mode = "off"`), the failed-auth
@@ -136,7 +138,7 @@ where
                 limiter.record_auth_failure(ip);
             }
             if !matches!(refusal, Refusal::Missing) {
-                tracing::info!(path = %request.uri().path(), refusal = ?refusal.kind(), "request refused by the bearer gate");
+                log_refusal(&auth, &refusal, request.uri().path());
             }
             if let (Some(audit), false) = (&app.audit, matches!(refusal, Refusal::Missing | Refusal::Unavailable)) {
                 use crate::audit::{AuditRecord, EventKind, Outcome};
@@ -160,15 +162,31 @@ fn for_endpoint(principal: crate::principal::Principal, server: Option<&VirtualS
     if !issued_here {
         return Err(Refusal::Invalid("token audience does not include this resource".into()));
     }
-    let missing = server.map(|s| s.missing_scopes(&principal)).unwrap_or_default();
-    if !missing.is_empty() {
-        // As for the other scopes (A-20): what the token holds and what it lacks, so a client
-        // that asks for exactly these keeps the scopes it had.
-        let mut needed: Vec<String> = principal.scopes.iter().cloned().collect();
-        needed.extend(missing);
-        return Err(Refusal::InsufficientScope(needed));
+    if let Some(shortfall) = server.and_then(|s| ScopeShortfall::of(&principal.scopes, &s.settings.scopes)) {
+        return Err(Refusal::InsufficientScope(shortfall));
     }
     Ok(principal)
+}
+
+/// Refusals logged per cause (the metric's reason) once a minute at most: a client can send
+/// bad tokens at will, and `toolgate_auth_validations_total` counts every one.
+static REFUSALS: Throttle = Throttle::new(std::time::Duration::from_secs(60));
+
+/// Logs why a request was refused: what the client was told and, in dev mode, the likely
+/// cause (a dev token signed with another `auth.dev_key_file`, say).
+fn log_refusal(auth: &Authenticator, refusal: &Refusal, path: &str) {
+    let Some(not_logged) = REFUSALS.admit(refusal.metric_reason()) else { return };
+    let reason = match refusal {
+        Refusal::Invalid(why) => match auth.dev_hint(why) {
+            Some(hint) => format!("{why}; {hint}"),
+            None => why.clone(),
+        },
+        Refusal::Malformed(why) => (*why).to_owned(),
+        Refusal::InsufficientScope(shortfall) => shortfall.describe(),
+        Refusal::Unavailable => "the issuer's keys cannot be fetched".to_owned(),
+        Refusal::Missing => String::new(),
+    };
+    tracing::info!(path, refusal = refusal.kind(), reason, not_logged_before = not_logged, "request refused by the bearer gate");
 }
 
 /// Most of a refused request's body read so its connection can carry the client's next
@@ -229,10 +247,15 @@ pub fn challenge_at(auth: &Authenticator, refusal: &Refusal, metadata: &str, ser
                 None => format!("Unauthorized: the access token is not valid for this server: {why}"),
             },
         ),
-        Refusal::InsufficientScope(needed) => (
+        Refusal::InsufficientScope(shortfall) => (
             StatusCode::FORBIDDEN,
-            format!(r#"Bearer error="insufficient_scope", scope="{}", resource_metadata="{}""#, needed.join(" "), metadata),
-            format!("Forbidden: this request needs the scopes {}", needed.join(" ")),
+            format!(
+                r#"Bearer error="insufficient_scope", scope="{}", error_description="{}", resource_metadata="{}""#,
+                scope_list(&shortfall.requested()),
+                quote_safe(&format!("the token lacks {}", scope_list(&shortfall.missing))),
+                metadata
+            ),
+            format!("Forbidden: {}", shortfall.describe()),
         ),
         Refusal::Unavailable => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -255,6 +278,17 @@ pub fn challenge_at(auth: &Authenticator, refusal: &Refusal, metadata: &str, ser
 /// `error_description` is a quoted-string: keep it to printable ASCII without quotes.
 fn quote_safe(s: &str) -> String {
     s.chars().filter(|c| c.is_ascii_graphic() && *c != '"' && *c != '\\' || *c == ' ').take(200).collect()
+}
+
+/// A challenge's `scope`: only RFC 6749 §3.3 scope tokens (printable ASCII without quotes or
+/// backslashes), which fit a quoted-string as they are; a token's odd scope is left out.
+fn scope_list(scopes: &[String]) -> String {
+    let tokens: Vec<&str> = scopes
+        .iter()
+        .map(String::as_str)
+        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\'))
+        .collect();
+    tokens.join(" ")
 }
 
 #[cfg(test)]

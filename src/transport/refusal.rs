@@ -42,11 +42,15 @@ pub fn jsonrpc(refused: &Refused, id: Option<&RequestId>) -> Value {
     }
 }
 
+/// `scope` is what to ask for (the bearer challenge's hint), `missing` what the token lacks.
 fn scope_error(refusal: &Refusal) -> RpcError {
-    let needed = match refusal {
-        Refusal::InsufficientScope(needed) => needed.clone(),
-        _ => Vec::new(),
+    let shortfall = match refusal {
+        Refusal::InsufficientScope(shortfall) => shortfall.clone(),
+        _ => Default::default(),
     };
-    RpcError::new(code::TRANSPORT, format!("Forbidden: this request needs the scopes {}", needed.join(" ")))
-        .with_data(json!({ "error": "insufficient_scope", "scope": needed.join(" ") }))
+    RpcError::new(code::TRANSPORT, format!("Forbidden: {}", shortfall.describe())).with_data(json!({
+        "error": "insufficient_scope",
+        "scope": shortfall.requested().join(" "),
+        "missing": shortfall.missing,
+    }))
 }

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -72,6 +72,8 @@ struct Inner {
     /// What one message may cost decoded ([`super::inbound`]).
     budget: crate::untrusted::json::Budget,
     name: String,
+    /// A request of the upstream's that reached no call was explained in the log (once).
+    explained_unrouted: AtomicBool,
 }
 
 impl std::fmt::Debug for Peer {
@@ -94,6 +96,7 @@ impl Peer {
                 answering: Arc::new(tokio::sync::Semaphore::new(MAX_ANSWERING)),
                 budget,
                 name: name.to_owned(),
+                explained_unrouted: AtomicBool::new(false),
             }),
         }
     }
@@ -259,9 +262,31 @@ impl Peer {
                 Ok(()) => return,
                 Err(_) => "the call this request belongs to is not reading requests".to_owned(),
             },
-            None => format!("toolgate cannot tell which call the request {method:?} belongs to"),
+            None => self.unrouted(&method),
         };
         self.answer_later(id, Err((-32603, refusal)));
+    }
+
+    /// The answer to a request of the upstream's that reaches no call, and one sentence in
+    /// the log the first time on this connection. Upstreams such as server-everything ask for
+    /// the client's roots as soon as they start, before any call, and log the refusal on their
+    /// stderr at every start: the line here says why that is expected.
+    fn unrouted(&self, method: &str) -> String {
+        let idle = self.inner.calls.lock().is_empty();
+        if !self.inner.explained_unrouted.swap(true, Ordering::Relaxed) {
+            tracing::info!(
+                upstream = %self.inner.name,
+                method,
+                "the upstream sent a request for toolgate's client outside any tool call; it was answered with an error, because toolgate relays such requests (roots/list, sampling, elicitation) only to the client of the call they belong to, so an upstream's complaint about it is expected"
+            );
+        } else {
+            tracing::debug!(upstream = %self.inner.name, method, "a request of the upstream's reached no call");
+        }
+        if idle {
+            format!("toolgate relays {method:?} only to the client of a tool call, and no call is running")
+        } else {
+            format!("toolgate cannot tell which call the request {method:?} belongs to")
+        }
     }
 
     /// Answers an upstream's request off the reading task, within [`MAX_ANSWERING`] at once.

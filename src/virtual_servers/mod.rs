@@ -141,11 +141,6 @@ impl VirtualServer {
     pub fn admits(&self, principal: &Principal) -> bool {
         self.audiences().any(|a| principal.server_audiences.iter().any(|p| p == a))
     }
-
-    /// The scopes this server needs that the principal lacks.
-    pub fn missing_scopes(&self, principal: &Principal) -> Vec<String> {
-        self.settings.scopes.iter().filter(|s| !principal.has_scope(s)).cloned().collect()
-    }
 }
 
 /// What a server's path is appended to for its resource: `auth.resource` without the default

@@ -11,6 +11,9 @@ mod common;
 
 mod admin_api;
 mod admin_console;
+mod admin_series;
+mod admin_tasks;
+mod admin_try_stream;
 mod admission;
 mod audit_http;
 mod audit_kill9;
@@ -49,7 +52,10 @@ mod metrics_http;
 mod modern_http;
 mod openapi_hostile;
 mod openapi_import;
+mod operator_auth;
 mod operator_errors;
+mod operator_settings;
+mod operator_tools;
 #[cfg(feature = "otel")]
 mod otel_export;
 mod shutdown;
@@ -69,6 +75,7 @@ mod tooldef_http;
 mod tooldef_policies;
 mod tooldef_reload;
 mod tooldef_yaml;
+mod upstream_detail;
 mod upstream_names;
 mod upstreams;
 mod upstreams_admin;

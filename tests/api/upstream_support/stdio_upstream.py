@@ -16,6 +16,8 @@ Environment:
   UPSTREAM_EXTRA_NAMES  a JSON array of further tool names offered (each answers like
                   `echo`), for hostile names: newlines, control characters, clashes.
   UPSTREAM_RUG    if "1", the tool `rug_pull` is offered too (for the approved catalog).
+  UPSTREAM_ASK_ROOTS  if "1", sends roots/list once initialized (outside any call, as
+                  server-everything does) and writes the answer or error to stderr.
 
 Tools (tools/list pages hold 3 tools each):
   echo          {text}: returns the text unchanged.
@@ -321,7 +323,23 @@ def handle_request(rid, method, params):
         error(rid, -32601, f"Method not found: {method}")
 
 
+def ask_roots_at_start():
+    sid = f"srv-{next(srv_ids)}"
+    slot = [threading.Event(), None]
+    with state:
+        pending[sid] = slot
+    send({"id": sid, "method": "roots/list", "params": {}})
+    if not slot[0].wait(5):
+        print("stdio-upstream: roots/list at start: no answer", file=sys.stderr, flush=True)
+        return
+    reply = slot[1]
+    outcome = f"error: {(reply.get('error') or {}).get('message')}" if "error" in reply else f"roots: {reply.get('result')}"
+    print(f"stdio-upstream: roots/list at start: {outcome}", file=sys.stderr, flush=True)
+
+
 def handle_notification(method, params):
+    if method == "notifications/initialized" and os.environ.get("UPSTREAM_ASK_ROOTS") == "1":
+        threading.Thread(target=ask_roots_at_start, daemon=True).start()
     if method == "notifications/cancelled":
         rid = params.get("requestId")
         with state:
