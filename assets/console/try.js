@@ -71,6 +71,7 @@ async function run(ctx, name, args, signal, result) {
       onEvent(event, data) {
         if (event === "progress") live.progress(data);
         else if (event === "notification") live.note(data);
+        else if (event === "dropped") live.capped();
         else if (event === "result" || event === "problem") outcome = { event, data };
       },
     });
@@ -91,18 +92,27 @@ async function run(ctx, name, args, signal, result) {
   else replace(result, callResult(outcome.data));
 }
 
+/// Log lines shown while a call runs, as many as the server sends (it stops at its own cap
+/// and says so); a tool that sends more cannot grow the page without bound.
+const MAX_LIVE_NOTES = 100;
+
 /// A progress bar with the tool's message, and the log messages it sent, while it runs.
 function progressPanel(waiting) {
   const bar = h("progress", { id: "try-progress" });
   const text = h("span", { id: "try-progress-text", class: "muted" }, waiting);
   const log = h("ul", { class: "try-log" });
+  const more = h("p", { class: "muted small", id: "try-log-more", hidden: true }, "Later notifications are not shown; the result counts them.");
   return {
-    element: h("section", { class: "card", id: "try-running" }, h("div", { class: "try-progress" }, bar, text), log),
+    element: h("section", { class: "card", id: "try-running" }, h("div", { class: "try-progress" }, bar, text), log, more),
     progress(p) {
       drawProgress(bar, text, p);
     },
     note(message) {
-      log.append(h("li", null, logLine(message)));
+      if (log.childElementCount < MAX_LIVE_NOTES) log.append(h("li", null, logLine(message)));
+      else more.hidden = false;
+    },
+    capped() {
+      more.hidden = false;
     },
   };
 }

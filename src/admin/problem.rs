@@ -29,6 +29,9 @@ pub enum Kind {
     /// Only the server's settings (the operator) may allow what the request asks.
     OperatorOnly,
     NotFound,
+    /// What the request is about is turned off in the server's settings (`tasks.enabled =
+    /// false`): nothing of it exists here, whatever the request names.
+    FeatureOff,
     MethodNotAllowed,
     PreconditionFailed,
     Unauthorized,
@@ -55,6 +58,7 @@ impl Kind {
             Self::CommandToolsDisabled => "command-tools-disabled",
             Self::OperatorOnly => "operator-only",
             Self::NotFound => "not-found",
+            Self::FeatureOff => "feature-off",
             Self::MethodNotAllowed => "method-not-allowed",
             Self::PreconditionFailed => "precondition-failed",
             Self::Unauthorized => "unauthorized",
@@ -80,6 +84,7 @@ impl Kind {
             Self::CommandToolsDisabled => "Command tools cannot be managed through the admin API",
             Self::OperatorOnly => "Only the server's settings may allow this",
             Self::NotFound => "Not found",
+            Self::FeatureOff => "Turned off in the server's settings",
             Self::MethodNotAllowed => "Method not allowed",
             Self::PreconditionFailed => "Precondition failed",
             Self::Unauthorized => "Unauthorized",
@@ -100,7 +105,7 @@ impl Kind {
             Self::InvalidDefinition | Self::ReloadFailed | Self::CallFailed => StatusCode::UNPROCESSABLE_ENTITY,
             Self::NameTaken | Self::DefinedElsewhere | Self::AlreadyDecided | Self::TaskEnded => StatusCode::CONFLICT,
             Self::CommandToolsDisabled | Self::OperatorOnly | Self::InsufficientScope => StatusCode::FORBIDDEN,
-            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::NotFound | Self::FeatureOff => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,

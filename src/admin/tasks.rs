@@ -11,9 +11,8 @@ use serde_json::{Value, json};
 use super::actor::Actor;
 use super::problem::{Kind, Problem};
 use super::state::AdminState;
-use crate::audit::{AuditRecord, EventKind, Outcome};
 use crate::protocol::task::{TaskStatus, iso8601};
-use crate::tasks::{TaskRow, db::Filter, now_ms};
+use crate::tasks::{Cancelled, TaskRow, db::Filter, now_ms};
 use crate::tooldef::FieldError;
 
 /// How many tasks are listed unless `limit` says otherwise, and the most it may say.
@@ -24,6 +23,9 @@ const MAX_LIMIT: usize = 1000;
 const MAX_WAITING: usize = 20;
 const MAX_KEY: usize = 128;
 const MAX_MESSAGE: usize = 1000;
+/// The bytes of a query parameter's name or value repeated in a refusal: the request's sender
+/// wrote them, and a problem document is no place for a megabyte of them.
+const MAX_ECHO: usize = 64;
 
 /// `GET /admin/tasks[?status=&tool=&owner=&limit=]`: newest first. With tasks off:
 /// `enabled: false` and none (not an error).
@@ -44,28 +46,25 @@ pub async fn list(State(app): State<AdminState>, RawQuery(query): RawQuery) -> R
 }
 
 /// `POST /admin/tasks/{id}/cancel`: the task, now `cancelled`; 409 when it had ended, 404 when
-/// there is no such task.
+/// there is no such task (or tasks are off). The task service audits the cancel under the
+/// operator.
 pub async fn cancel(State(app): State<AdminState>, Actor(caller): Actor, Path(id): Path<String>) -> Result<Json<Value>, Problem> {
-    let tasks = app.server.tasks().ok_or_else(|| Problem::not_found("tasks are off (tasks.enabled = false)"))?;
-    let Some((row, cancelled)) = tasks.cancel_as_operator(&id).await.map_err(|_| unavailable())? else {
-        return Err(Problem::not_found("no task has this id (or it ended and expired); GET /admin/tasks lists them"));
-    };
-    if !cancelled {
-        let status = row.task.status.as_str();
-        return Err(Problem::new(
-            Kind::TaskEnded,
-            format!("the task is {status} already; only a working or input_required task can be cancelled"),
-        )
-        .with_member("task_status", json!(status)));
+    let tasks = app
+        .server
+        .tasks()
+        .ok_or_else(|| Problem::new(Kind::FeatureOff, "tasks are off (tasks.enabled = false): there is no task to cancel"))?;
+    match tasks.cancel_as_operator(&id, &caller).await.map_err(|_| unavailable())? {
+        Cancelled::Now(row) => Ok(Json(task_json(&row, now_ms()))),
+        Cancelled::Before(row) => {
+            let status = row.task.status.as_str();
+            Err(Problem::new(
+                Kind::TaskEnded,
+                format!("the task is {status} already; only a working or input_required task can be cancelled"),
+            )
+            .with_member("task_status", json!(status)))
+        }
+        Cancelled::NotFound => Err(Problem::not_found("no task has this id (or it ended and expired); GET /admin/tasks lists them")),
     }
-    if let Some(audit) = &app.audit {
-        // As the protocol's cancel records it, with the operator as who.
-        let record = AuditRecord::new(EventKind::TaskChange, Outcome::Cancelled)
-            .with_tool(&row.tool, &Value::Null)
-            .with_detail(format!("task {} cancelled by an operator through the admin API", row.task.id));
-        caller.audit(audit, record).await;
-    }
-    Ok(Json(task_json(&row, now_ms())))
 }
 
 fn unavailable() -> Problem {
@@ -76,17 +75,15 @@ fn unavailable() -> Problem {
 /// One task as the console shows it.
 fn task_json(r: &TaskRow, now: i64) -> Value {
     let t = &r.task;
-    // The owner key is `issuer` U+001F `subject`, then U+001E `server` at a virtual server.
-    let (principal, server) = r.owner.split_once('\u{1e}').map_or((r.owner.as_str(), None), |(p, s)| (p, Some(s)));
-    let (issuer, subject) = principal.split_once('\u{1f}').map_or((None, None), |(i, s)| (Some(i), Some(s)));
+    let owner = r.owned_by();
     json!({
         "id": t.id,
         "status": t.status.as_str(),
         "status_message": t.status_message.as_deref().map(|m| clipped(m, MAX_MESSAGE)),
         "tool": r.tool,
-        "owner": subject,
-        "issuer": issuer,
-        "server": server,
+        "owner": owner.subject,
+        "issuer": owner.issuer,
+        "server": owner.server,
         "era": if r.era == "modern" { "2026-07-28" } else { "2025-11-25" },
         "created_at": iso8601(t.created_ms),
         "updated_at": iso8601(t.updated_ms),
@@ -119,18 +116,17 @@ fn clipped(text: &str, max: usize) -> &str {
 }
 
 /// `status`, `tool`, `owner` (a subject) and `limit` (1 to 1000, default 100); anything else is
-/// refused.
+/// refused, naming the parameter and the value clipped to [`MAX_ECHO`] bytes.
 fn parse(query: Option<&str>) -> Result<(Filter, usize), Problem> {
     let (mut filter, mut limit) = (Filter::default(), DEFAULT_LIMIT);
     for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        let bad = |message: String| {
-            Problem::new(Kind::MalformedRequest, message.clone()).with_errors(vec![FieldError::new(key.to_string(), message)])
-        };
+        let (name, shown) = (clipped(&key, MAX_ECHO), clipped(&value, MAX_ECHO));
+        let bad = |message: String| Problem::new(Kind::MalformedRequest, message.clone()).with_errors(vec![FieldError::new(name, message)]);
         match key.as_ref() {
             "status" if value.is_empty() || TaskStatus::parse(&value).is_some() => filter.status = value.into_owned(),
             "status" => {
                 let known: Vec<&str> = TaskStatus::ALL.iter().map(|s| s.as_str()).collect();
-                return Err(bad(format!("status must be one of {}, not {value:?}", known.join(", "))));
+                return Err(bad(format!("status must be one of {}, not {shown:?}", known.join(", "))));
             }
             "tool" => filter.tool = value.into_owned(),
             "owner" => filter.subject = value.into_owned(),
@@ -139,9 +135,9 @@ fn parse(query: Option<&str>) -> Result<(Filter, usize), Problem> {
                     .parse::<usize>()
                     .ok()
                     .filter(|n| (1..=MAX_LIMIT).contains(n))
-                    .ok_or_else(|| bad(format!("limit must be a whole number from 1 to {MAX_LIMIT}, not {value:?}")))?;
+                    .ok_or_else(|| bad(format!("limit must be a whole number from 1 to {MAX_LIMIT}, not {shown:?}")))?;
             }
-            other => return Err(bad(format!("unknown query parameter {other:?}; status, tool, owner and limit are read"))),
+            _ => return Err(bad(format!("unknown query parameter {name:?}; status, tool, owner and limit are read"))),
         }
     }
     Ok((filter, limit))

@@ -154,8 +154,13 @@ pub(super) struct Notes {
 }
 
 impl Notes {
+    /// Whether the next notification is kept (else it is only counted).
+    pub fn has_room(&self) -> bool {
+        self.kept.len() < MAX_NOTIFICATIONS
+    }
+
     pub fn push(&mut self, message: Value) {
-        if self.kept.len() < MAX_NOTIFICATIONS {
+        if self.has_room() {
             self.kept.push(message);
         } else {
             self.dropped += 1;

@@ -5,13 +5,19 @@
 //! ```text
 //! event: progress       {"progress": 3, "total": 10, "message": "Step 3 of 10"}   (as they come)
 //! event: notification   any other notification the tool sent (a log message), as sent
+//! event: dropped        {"kept": 100}: later notifications are not sent (once, at the cap)
 //! event: result         the JSON answer (`try_call`), last
 //! event: problem        instead of `result`: the problem document a JSON answer would carry
 //! ```
 //!
+//! A tool's text is bounded on the way: a progress message is clipped, and only the
+//! notifications the JSON answer keeps are sent (its `notifications_dropped` counts the rest).
 //! Refusals before the call starts (the body, scopes, rate limits) are plain problem answers.
 //! The admin closing the stream cancels the call as any dropped MCP request is: the call's token
-//! is cancelled, and the tool stops.
+//! is cancelled, and the tool stops. A console that closes its own connection is noticed at
+//! once; one behind a proxy that keeps its connection to toolgate open (or one that vanished)
+//! only when a write fails, so the stream writes a keep-alive every [`KEEP_ALIVE`]: a quiet
+//! tool is stopped within seconds of the console leaving, not after `sse.keep_alive_secs`.
 
 use std::time::Duration;
 
@@ -32,6 +38,12 @@ use crate::transport::sse;
 
 /// The largest problem document read back into an event (ours are a few hundred bytes).
 const MAX_PROBLEM_BYTES: usize = 64 * 1024;
+/// How often the stream writes a comment, so that a console that left is noticed (and its
+/// call cancelled) this soon, whatever the tool sends and whatever sits in between. One
+/// stream per admin's try-out: the traffic is nothing.
+const KEEP_ALIVE: Duration = Duration::from_secs(1);
+/// The bytes of a progress message sent on (a tool or an upstream wrote it).
+const MAX_PROGRESS_MESSAGE: usize = 1000;
 
 /// Whether `Accept` names `text/event-stream` itself: a wildcard is not enough, so a client
 /// that sends `*/*` (as most HTTP clients do) keeps getting the one JSON answer.
@@ -48,16 +60,15 @@ pub fn wanted(headers: &HeaderMap) -> bool {
 /// Answers the running call as an event stream.
 pub fn answer(app: AdminState, name: String, caller: Caller, running: Running) -> Response {
     let (tx, rx) = mpsc::channel(app.settings.sse.stream_buffer.max(1));
-    let keep_alive = Duration::from_secs(app.settings.sse.keep_alive_secs.max(1));
     tokio::spawn(relay(app, name, caller, running, tx).in_current_span());
     // The body ends when the relay drops its sender, after the last event.
-    sse::response(sse::body(rx, keep_alive, CancellationToken::new(), sse::BodyOptions::default()))
+    sse::response(sse::body(rx, KEEP_ALIVE, CancellationToken::new(), sse::BodyOptions::default()))
 }
 
 /// Sends the call's notifications as they come, then its answer. Returns early when the stream
 /// is gone: `running` is dropped unanswered, which cancels the call.
 async fn relay(app: AdminState, name: String, caller: Caller, mut running: Running, tx: mpsc::Sender<Bytes>) {
-    let mut notes = Notes::default();
+    let (mut notes, mut capped) = (Notes::default(), false);
     let last = loop {
         let frame = tokio::select! {
             frame = running.frames.recv() => frame,
@@ -71,11 +82,20 @@ async fn relay(app: AdminState, name: String, caller: Caller, mut running: Runni
             Some(Frame::Message(json)) => {
                 let message = serde_json::from_str(&json).unwrap_or(Value::String(json));
                 let frame = match progress(&message) {
-                    Some(progress) => event("progress", &progress),
-                    None => event("notification", &message),
+                    Some(progress) => Some(event("progress", &progress)),
+                    None if notes.has_room() => Some(event("notification", &message)),
+                    // The first one past the cap says so; the rest are only counted (the
+                    // answer's `notifications_dropped`).
+                    None if !capped => {
+                        capped = true;
+                        Some(event("dropped", &json!({"kept": notes.kept.len()})))
+                    }
+                    None => None,
                 };
                 notes.push(message);
-                if tx.send(frame).await.is_err() {
+                if let Some(frame) = frame
+                    && tx.send(frame).await.is_err()
+                {
                     return;
                 }
             }
@@ -90,17 +110,16 @@ async fn relay(app: AdminState, name: String, caller: Caller, mut running: Runni
     let _ = tx.send(frame).await;
 }
 
-/// `notifications/progress` as the console draws it; `None` for any other message.
+/// `notifications/progress` as the console draws it, bounded: numbers, and the message
+/// clipped; `None` for any other message.
 fn progress(message: &Value) -> Option<Value> {
     if message.get("method").and_then(Value::as_str) != Some("notifications/progress") {
         return None;
     }
     let params = message.get("params")?;
-    Some(json!({
-        "progress": params.get("progress").cloned().unwrap_or(Value::Null),
-        "total": params.get("total").cloned().unwrap_or(Value::Null),
-        "message": params.get("message").cloned().unwrap_or(Value::Null),
-    }))
+    let number = |key: &str| params.get(key).and_then(Value::as_f64);
+    let text = params.get("message").and_then(Value::as_str).map(|m| crate::untrusted::text::clip(m, MAX_PROGRESS_MESSAGE).0);
+    Some(json!({"progress": number("progress"), "total": number("total"), "message": text}))
 }
 
 /// One event; compact JSON has no line breaks, so `data` is one line.
@@ -139,7 +158,18 @@ mod tests {
     fn progress_notifications_become_progress_events_and_others_do_not() {
         let note =
             json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 2, "total": 5}});
-        assert_eq!(progress(&note), Some(json!({"progress": 2, "total": 5, "message": null})));
+        assert_eq!(progress(&note), Some(json!({"progress": 2.0, "total": 5.0, "message": null})));
         assert_eq!(progress(&json!({"method": "notifications/message", "params": {"level": "info"}})), None);
+    }
+
+    #[test]
+    fn a_progress_event_carries_numbers_and_a_clipped_message_only() {
+        let long = "é".repeat(MAX_PROGRESS_MESSAGE);
+        let note =
+            json!({"method": "notifications/progress", "params": {"progress": {"huge": [1, 2, 3]}, "total": "ten", "message": long}});
+        let drawn = progress(&note).expect("a progress event");
+        assert_eq!((&drawn["progress"], &drawn["total"]), (&Value::Null, &Value::Null), "not numbers: nothing");
+        let message = drawn["message"].as_str().expect("the message");
+        assert!(message.len() <= MAX_PROGRESS_MESSAGE && long.starts_with(message) && !message.is_empty(), "clipped on a character");
     }
 }

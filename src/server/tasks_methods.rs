@@ -11,7 +11,6 @@ use serde_json::{Map, Value, json};
 
 use super::tools_call::owner;
 use super::{McpServer, RequestCtx};
-use crate::audit::{AuditRecord, EventKind, Outcome};
 use crate::protocol::jsonrpc::{RpcError, code};
 use crate::protocol::task::{TASKS_EXTENSION, Task, tag_related};
 use crate::protocol::{Era, cursor};
@@ -131,16 +130,10 @@ async fn relay(tasks: &Tasks, row: &TaskRow, owner: &str, ctx: &RequestCtx, rela
     Ok(())
 }
 
-/// Cancels task `id` of `owner`; when this call cancelled it, records the change. Returns the
+/// Cancels task `id` of `owner` as the caller (who is audited as its canceller). Returns the
 /// task as it now stands and whether this call cancelled it.
 async fn cancel(tasks: &Tasks, id: &str, owner: &str, ctx: &RequestCtx) -> Result<(Task, bool), RpcError> {
-    let (row, cancelled) = tasks.cancel(id, owner).await?;
-    if let (true, Some(audit)) = (cancelled, &ctx.audit) {
-        let record = AuditRecord::new(EventKind::TaskChange, Outcome::Cancelled)
-            .with_tool(&row.tool, &Value::Null)
-            .with_detail(format!("task {id} cancelled"));
-        ctx.caller.audit(audit, record).await;
-    }
+    let (row, cancelled) = tasks.cancel(id, owner, &ctx.caller).await?;
     Ok((row.task, cancelled))
 }
 

@@ -11,6 +11,7 @@
 //! TTL: a task's run and its row end together, so the running cap counts what runs. Tasks
 //! belong to their creator: anyone else is told the task does not exist.
 
+mod cancel;
 pub mod db;
 mod inputs;
 mod operator;
@@ -26,8 +27,10 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, broadcast};
 use tokio_util::sync::CancellationToken;
 
+pub use cancel::Cancelled;
 pub use db::TaskRow;
 pub use inputs::Unanswered;
+pub use operator::Owner;
 
 use crate::audit::AuditLog;
 use crate::cluster::{Cluster, ClusterEvent};
@@ -276,37 +279,6 @@ impl Tasks {
             self.announce(id);
         }
         ended
-    }
-
-    /// Cancels a live task of `owner`: stored as `cancelled` first, then the tool is stopped
-    /// wherever it runs. Returns the task as it now stands, and whether this call cancelled it
-    /// (`false`: it was terminal already).
-    pub async fn cancel(&self, id: &str, owner: &str) -> Result<(TaskRow, bool), RpcError> {
-        let row = self.get(id, owner).await?;
-        self.cancel_row(row, "cancelled by the client").await
-    }
-
-    /// Cancels the live task `row` (whoever asked was allowed to) with `message` as its status
-    /// message: the one way a task is cancelled, by its owner or by an operator.
-    async fn cancel_row(&self, mut row: TaskRow, message: &str) -> Result<(TaskRow, bool), RpcError> {
-        if row.task.status.is_terminal() {
-            return Ok((row, false));
-        }
-        let (id, now) = (row.task.id.clone(), now_ms());
-        let cancelled =
-            db::finish(&self.store, &id, TaskStatus::Cancelled, Some(message), None, now).await.map_err(|e| storage_error(&e))?;
-        if !cancelled {
-            // It ended between the read and the write: report what it ended as.
-            return Ok((self.peek(&id).await?.ok_or_else(|| not_found(&id))?, false));
-        }
-        let task = &mut row.task;
-        (task.status, task.status_message, task.updated_ms) = (TaskStatus::Cancelled, Some(message.to_owned()), now);
-        crate::metrics::record::task_ended(TaskStatus::Cancelled.as_str(), since(task.created_ms));
-        if !self.stop_local(&id) {
-            self.cluster.publish(ClusterEvent::TaskCancelled { task: id.clone() });
-        }
-        self.announce(&id);
-        Ok((row, true))
     }
 
     /// Stops the tool of task `id` if it runs here (a cancel written through another

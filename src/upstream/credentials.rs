@@ -22,16 +22,44 @@ const ACCESS_TOKEN: &str = "urn:ietf:params:oauth:token-type:access_token";
 /// A token is renewed this long before it expires, so no request carries one that lapses on
 /// the way.
 const RENEW_BEFORE: Duration = Duration::from_secs(30);
+/// A connection's own token is not sent this close to its expiry: it would arrive dead (see
+/// [`super::http::authorize`]). Renewal always comes before this.
+pub(super) const SEND_BEFORE: Duration = Duration::from_secs(2);
 /// Lifetime assumed when the server does not say (`expires_in` is optional).
 const ASSUMED_LIFETIME: Duration = Duration::from_secs(300);
 
 type TokenClient = BasicClient<EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
 
-/// A token and when to stop using it.
+/// A token, when to get a new one, and when it lapses.
 #[derive(Clone)]
 pub struct Minted {
     pub token: Arc<str>,
+    /// Shortly before `expires`: from then on a new token is got, and a connection opened
+    /// with this one is replaced.
     pub renew_at: Instant,
+    /// When the token lapses, as the server said (`expires_in`), else as assumed
+    /// ([`ASSUMED_LIFETIME`]); never later than [`LONGEST_LIFETIME`] from now.
+    pub expires: Instant,
+}
+
+impl Minted {
+    /// `token`, valid for `lifetime` from now (`None`: the server did not say).
+    pub(super) fn new(token: Arc<str>, lifetime: Option<Duration>) -> Self {
+        let lifetime = lifetime.unwrap_or(ASSUMED_LIFETIME).min(LONGEST_LIFETIME);
+        let now = Instant::now();
+        let expires = now + lifetime;
+        let renew_at = now + lifetime.saturating_sub(RENEW_BEFORE).max(lifetime / 2);
+        // Renewed before the token stops being sent (however short its life), so a cached
+        // connection is never handed out with a token it may no longer send.
+        let renew_at = renew_at.min(expires.checked_sub(SEND_BEFORE).unwrap_or(now));
+        Self { token, renew_at, expires }
+    }
+
+    /// The `Authorization` of a connection opened with this token alone: never sent once it
+    /// is about to lapse.
+    pub(super) fn bearer(&self) -> super::http::Bearer {
+        super::http::Bearer::Fixed(self.token.clone(), self.expires)
+    }
 }
 
 pub struct OAuth {
@@ -113,7 +141,7 @@ impl OAuth {
             };
             UpstreamError::Transport(format!("the token endpoint {why} (client credentials for the upstream)"))
         })?;
-        let minted = Minted { token: response.access_token().secret().as_str().into(), renew_at: renew_at(response.expires_in()) };
+        let minted = Minted::new(response.access_token().secret().as_str().into(), response.expires_in());
         *own = Some(minted.clone());
         Ok(minted.token)
     }
@@ -159,7 +187,7 @@ impl OAuth {
         match token {
             Some(token) if status.is_success() => {
                 let lifetime = answer.get("expires_in").and_then(Value::as_u64).map(Duration::from_secs);
-                Ok(Minted { token: token.into(), renew_at: renew_at(lifetime) })
+                Ok(Minted::new(token.into(), lifetime))
             }
             _ => {
                 let error = answer.get("error").and_then(Value::as_str).unwrap_or("no token in the answer");
@@ -178,7 +206,7 @@ async fn user_listing_token(vault: &crate::vault::Vault, auth: &crate::vault::Up
     let client = vault.client(auth).await.map_err(failed)?;
     let tokens = auth.client_credentials(&metadata, &client).await.map_err(failed)?;
     let lifetime = Duration::from_millis(u64::try_from(tokens.expires_ms - crate::authserver::now_ms()).unwrap_or(0));
-    Ok(Minted { token: tokens.access_token.into(), renew_at: renew_at(Some(lifetime)) })
+    Ok(Minted::new(tokens.access_token.into(), Some(lifetime)))
 }
 
 /// A token response's body, at most 64 KiB (a bigger one is not a token response: empty).
@@ -203,11 +231,6 @@ pub fn token_key(token: &BearerToken) -> [u8; 32] {
 /// not overflow the clock).
 const LONGEST_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 
-fn renew_at(lifetime: Option<Duration>) -> Instant {
-    let lifetime = lifetime.unwrap_or(ASSUMED_LIFETIME).min(LONGEST_LIFETIME);
-    Instant::now() + lifetime.saturating_sub(RENEW_BEFORE).max(lifetime / 2)
-}
-
 /// RFC 6749 §2.3.1: client id and secret are form-encoded before HTTP Basic.
 fn form_encode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
@@ -215,4 +238,63 @@ fn form_encode(s: &str) -> String {
 
 fn serde_urlencoded_pairs(pairs: &[(&str, &str)]) -> String {
     url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderMap;
+    use serde_json::json;
+
+    use super::super::http::authorize;
+    use super::*;
+
+    /// A token endpoint that answers every request with `answer`; its URL.
+    async fn token_endpoint(answer: Value) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let url = format!("http://{}/token", listener.local_addr().expect("its address"));
+        let app = axum::Router::new().route("/token", axum::routing::post(move || async move { axum::Json(answer) }));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    /// The caller's token exchanged at an endpoint answering `answer`.
+    async fn exchanged(answer: Value) -> Minted {
+        let url = token_endpoint(answer).await;
+        let settings: OAuthSettings =
+            serde_json::from_value(json!({"grant": "token_exchange", "token_url": url, "client_id": "toolgate"})).expect("settings");
+        let oauth = OAuth::new(&settings, None).expect("an OAuth client");
+        oauth.exchange(&BearerToken::new("caller-token")).await.expect("a token")
+    }
+
+    /// What a request carrying `minted` as its connection's token gets: its `Authorization`,
+    /// or the refusal.
+    async fn sent(minted: &Minted) -> Result<String, UpstreamError> {
+        let request = reqwest::Client::new().delete("http://127.0.0.1:9/mcp");
+        let request = authorize(request, &HeaderMap::new(), &minted.bearer()).await?.build().expect("a request");
+        Ok(request.headers()[http::header::AUTHORIZATION].to_str().expect("ASCII").to_owned())
+    }
+
+    #[tokio::test]
+    async fn an_exchanged_token_expires_when_the_server_says_and_is_not_sent_once_it_is_about_to() {
+        let before = Instant::now();
+        let minted = exchanged(json!({"access_token": "upstream-token", "token_type": "Bearer", "expires_in": 600})).await;
+        let lifetime = Duration::from_secs(600);
+        assert!((before + lifetime..=Instant::now() + lifetime).contains(&minted.expires), "expires_in is the lifetime");
+        assert!(minted.renew_at + SEND_BEFORE <= minted.expires, "renewed before it stops being sent");
+        assert_eq!(sent(&minted).await.expect("a live token goes out"), "Bearer upstream-token");
+
+        // A one-second token is within the margin from the start: a request would carry it dead.
+        let lapsing = exchanged(json!({"access_token": "short-lived", "token_type": "Bearer", "expires_in": 1})).await;
+        assert!(matches!(sent(&lapsing).await, Err(UpstreamError::Disconnected(_))), "a lapsing token must not go out");
+    }
+
+    #[tokio::test]
+    async fn an_exchanged_token_without_a_lifetime_gets_the_assumed_one_and_an_absurd_one_is_capped() {
+        let before = Instant::now();
+        let unsaid = exchanged(json!({"access_token": "a", "token_type": "Bearer"})).await;
+        assert!((before + ASSUMED_LIFETIME..=Instant::now() + ASSUMED_LIFETIME).contains(&unsaid.expires), "the assumed lifetime");
+
+        let absurd = exchanged(json!({"access_token": "b", "token_type": "Bearer", "expires_in": u64::MAX})).await;
+        assert!(absurd.expires <= Instant::now() + LONGEST_LIFETIME, "capped at the longest lifetime");
+    }
 }

@@ -42,9 +42,10 @@ pub enum Bearer {
     /// None, or a static one among `headers`.
     None,
     /// A token minted for this connection alone (a caller's exchanged token, or a user's own
-    /// from the vault), with the time it expires when known: never sent after that (the
-    /// session's DELETE of a connection closed late would otherwise carry a dead token).
-    Fixed(Arc<str>, Option<std::time::Instant>),
+    /// from the vault), with the time it expires: never sent within
+    /// [`SEND_BEFORE`](super::credentials::SEND_BEFORE) of that (the session's DELETE of a
+    /// connection closed late would otherwise carry a dead token).
+    Fixed(Arc<str>, std::time::Instant),
     /// toolgate's own, renewed as it expires (client credentials).
     Own(Arc<super::credentials::OAuth>),
 }
@@ -348,7 +349,8 @@ pub(super) async fn authorize(
     let request = request.headers(headers.clone());
     Ok(match bearer {
         Bearer::None => request,
-        Bearer::Fixed(_, Some(expires)) if std::time::Instant::now() >= *expires => {
+        // A token sent a moment before it lapses arrives dead: it is refused a little early.
+        Bearer::Fixed(_, expires) if std::time::Instant::now() + super::credentials::SEND_BEFORE >= *expires => {
             return Err(UpstreamError::Disconnected("the caller's token for this connection has expired".into()));
         }
         Bearer::Fixed(token, _) => request.bearer_auth(token),
@@ -420,6 +422,7 @@ pub(super) fn status_error(response: &reqwest::Response, had_session: bool) -> U
 mod tests {
     use std::time::Instant;
 
+    use super::super::credentials::SEND_BEFORE;
     use super::*;
 
     fn request() -> reqwest::RequestBuilder {
@@ -427,12 +430,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_connections_own_token_is_not_sent_once_it_has_expired() {
-        let expired = Bearer::Fixed("user-token".into(), Some(Instant::now() - Duration::from_secs(1)));
+    async fn a_connections_own_token_is_not_sent_once_it_has_expired_or_is_about_to() {
+        let expired = Bearer::Fixed("user-token".into(), Instant::now() - Duration::from_secs(1));
         let refused = authorize(request(), &HeaderMap::new(), &expired).await;
         assert!(matches!(refused, Err(UpstreamError::Disconnected(_))), "an expired token must not go out");
 
-        let valid = Bearer::Fixed("user-token".into(), Some(Instant::now() + Duration::from_secs(60)));
+        // Still valid, but it would lapse on the way.
+        let lapsing = Bearer::Fixed("user-token".into(), Instant::now() + SEND_BEFORE / 2);
+        let refused = authorize(request(), &HeaderMap::new(), &lapsing).await;
+        assert!(matches!(refused, Err(UpstreamError::Disconnected(_))), "a token about to lapse must not go out");
+
+        let valid = Bearer::Fixed("user-token".into(), Instant::now() + Duration::from_secs(60));
         let sent = authorize(request(), &HeaderMap::new(), &valid).await.expect("a valid token goes out").build().expect("a request");
         assert_eq!(sent.headers()[http::header::AUTHORIZATION], "Bearer user-token");
     }

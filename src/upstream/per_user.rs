@@ -7,18 +7,16 @@
 //! The caller's MCP token never goes upstream, and the upstream's tokens never reach the client.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::Link;
+use super::credentials::Minted;
 use super::peer::Peer;
 use crate::protocol::{CallToolResult, Era};
 use crate::tool::{InputRequest, ToolContext, ToolError, ToolOutcome};
 use crate::vault::{UpstreamAuthorization, Vault};
-
-/// A connection is not reused within this long of its token's expiry.
-const RENEW_BEFORE: Duration = Duration::from_secs(30);
 
 pub(super) async fn connection(
     link: &Arc<Link>,
@@ -41,8 +39,7 @@ pub(super) async fn connection(
     };
     let Some(users) = &link.users else { return said("internal: no per-user connections".into()) };
     let left = Duration::from_millis(u64::try_from(access.expires_ms - crate::authserver::now_ms()).unwrap_or(0));
-    let renew_at = Instant::now() + left.saturating_sub(RENEW_BEFORE).max(left / 2);
-    super::users::peer_with(link, users, &access.token, renew_at, Instant::now() + left)
+    super::users::peer_with(link, users, Minted::new(access.token.clone(), Some(left)))
         .await
         .map_err(|e| Ok(CallToolResult::error(format!("The upstream MCP server {} could not be reached as you: {e}", link.name))))
 }

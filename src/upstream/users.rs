@@ -11,9 +11,8 @@ use moka::Expiry;
 
 use super::Link;
 use super::connect::{Open, connect};
-use super::credentials::token_key;
+use super::credentials::{Minted, token_key};
 use super::error::UpstreamError;
-use super::http::Bearer;
 use super::peer::Peer;
 use crate::principal::BearerToken;
 
@@ -62,38 +61,30 @@ impl Expiry<[u8; 32], UserPeer> for Renewal {
 /// The connection for the caller whose token is `token`, made (exchange, then handshake) if
 /// there is none yet; concurrent first calls of one caller share one exchange.
 pub(super) async fn peer_for(link: &Arc<Link>, users: &Users, token: &BearerToken) -> Result<Arc<Peer>, UpstreamError> {
-    cached(link, users, token_key(token), None, async {
+    cached(link, users, token_key(token), async {
         let oauth = link.oauth.as_ref().ok_or_else(|| UpstreamError::Exchange("no oauth settings".into()))?;
         let exchanged = oauth.exchange(token).await;
         crate::metrics::record::upstream_token_exchange(&link.name, exchanged.is_ok());
-        let minted = exchanged?;
-        Ok((minted.token, minted.renew_at))
+        exchanged
     })
     .await
 }
 
-/// The connection that carries a per-user upstream's calls with `token` (the user's own, from
-/// the vault, valid until `expires`), made if there is none yet; kept until `renew_at`.
-pub(super) async fn peer_with(
-    link: &Arc<Link>,
-    users: &Users,
-    token: &str,
-    renew_at: Instant,
-    expires: Instant,
-) -> Result<Arc<Peer>, UpstreamError> {
-    let key = token_key(&BearerToken::new(token));
-    cached(link, users, key, Some(expires), async { Ok((Arc::<str>::from(token), renew_at)) }).await
+/// The connection that carries a per-user upstream's calls with `minted` (the user's own
+/// token, from the vault), made if there is none yet.
+pub(super) async fn peer_with(link: &Arc<Link>, users: &Users, minted: Minted) -> Result<Arc<Peer>, UpstreamError> {
+    let key = token_key(&BearerToken::new(minted.token.as_ref()));
+    cached(link, users, key, async { Ok(minted) }).await
 }
 
-/// The live connection under `key`, or one opened with the token `bearer` yields (shared by
-/// concurrent first calls), kept until the renewal time it yields; the token is never sent
-/// after `expires`.
+/// The live connection under `key`, or one opened with the token `minted` yields (shared by
+/// concurrent first calls), kept until that token's renewal time; the token is never sent
+/// once it is about to expire (so neither is a late-closed session's DELETE).
 async fn cached(
     link: &Arc<Link>,
     users: &Users,
     key: [u8; 32],
-    expires: Option<Instant>,
-    bearer: impl std::future::Future<Output = Result<(Arc<str>, Instant), UpstreamError>>,
+    minted: impl std::future::Future<Output = Result<Minted, UpstreamError>>,
 ) -> Result<Arc<Peer>, UpstreamError> {
     if let Some(user) = users.get(&key).await {
         if !user.peer.is_closed() {
@@ -103,10 +94,10 @@ async fn cached(
     }
     let made = users
         .try_get_with(key, async {
-            let (token, renew_at) = bearer.await?;
-            let open = Open { bearer: Bearer::Fixed(token, expires), listen: false, client: Some(link.callers_client()?), stderr: None };
+            let minted = minted.await?;
+            let open = Open { bearer: minted.bearer(), listen: false, client: Some(link.callers_client()?), stderr: None };
             let (peer, _) = connect(&link.name, &link.settings, &link.tool_settings, open).await?;
-            Ok::<_, UpstreamError>(UserPeer { peer: Arc::new(peer), renew_at })
+            Ok::<_, UpstreamError>(UserPeer { peer: Arc::new(peer), renew_at: minted.renew_at })
         })
         .await;
     made.map(|u| u.peer).map_err(|e| (*e).clone())

@@ -2,8 +2,9 @@
 //! create tasks at `/mcp`, the operator "ops" holds the admin scope): every owner's tasks newest
 //! first with their tool, owner, age and TTL; filtered by status, tool and owner in the
 //! database; a waiting task's questions by key and method only; an operator's cancel, which the
-//! owner sees through the protocol, stops the run and is audited under the operator; 409 for an
-//! ended task, 404 for an unknown one; the admin gate. On Postgres with two replicas, the same
+//! owner sees through the protocol, stops the run and is audited once, under the operator and
+//! naming the owner; 409 for an ended task, 404 for an unknown one, `feature-off` with tasks
+//! off; unknown query parameters named clipped; the admin gate. On Postgres with two replicas, the same
 //! filters, and a cancel through one replica stopping the run on the other. The examples pack's
 //! `countdown` is the task-capable tool under test. One rule per test.
 
@@ -62,6 +63,14 @@ async fn task_of(s: &TestServer, idp: &Issuer, subject: &str, tool: &str, argume
 /// A countdown long enough to be working throughout a test.
 async fn working_task(s: &TestServer, idp: &Issuer, subject: &str) -> String {
     task_of(s, idp, subject, "countdown", json!({"seconds": 60})).await
+}
+
+/// Waits until task `id` is listed `working` and its run is in flight on `s`: a cancel is
+/// then known to stop a live run (a countdown that failed early would pass "stopped" too).
+async fn running(s: &TestServer, idp: &Issuer, id: &str) {
+    reaches(s, idp, id, "working").await;
+    let in_flight = audit_support::eventually(Duration::from_secs(20), || async { s.state().server.in_flight.len() == 1 }).await;
+    assert!(in_flight, "the countdown of task {id} runs");
 }
 
 /// One admin request: its status and JSON body.
@@ -176,12 +185,13 @@ async fn an_operators_cancel_ends_the_task_for_its_owner_and_stops_the_run() {
     let idp = Issuer::start().await;
     let s = server(&idp).await;
     let id = working_task(&s, &idp, "alice").await;
+    running(&s, &idp, &id).await;
     let (status, task) = cancel(&s, &idp, &id).await;
     assert_eq!(status, StatusCode::OK, "{task}");
     assert_eq!((&task["status"], &task["status_message"]), (&json!("cancelled"), &json!("cancelled by an operator")));
     let seen = rpc_as(&s, &idp.token("alice", "mcp:tools"), "tasks/get", json!({"taskId": id})).await;
     assert_eq!(seen["result"]["status"], "cancelled", "the owner sees it through the protocol: {seen}");
-    let stopped = audit_support::eventually(Duration::from_secs(5), || async { s.state().server.in_flight.is_empty() }).await;
+    let stopped = audit_support::eventually(Duration::from_secs(20), || async { s.state().server.in_flight.is_empty() }).await;
     assert!(stopped, "the countdown stopped");
 }
 
@@ -203,7 +213,30 @@ async fn an_operators_cancel_is_audited_as_a_task_change_under_the_operator() {
     assert_eq!(records.len(), 1, "one task_change record: {records:?}");
     let record = &records[0];
     assert_eq!((record.subject.as_deref(), record.tool.as_deref()), (Some("ops"), Some("countdown")));
-    assert!(record.detail.as_deref().is_some_and(|d| d.contains(&id) && d.contains("operator")), "{record:?}");
+    assert_eq!(
+        record.detail.as_deref(),
+        Some(format!("task {id} cancelled by an operator (owned by alice)").as_str()),
+        "whose task: {record:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_second_cancel_of_the_same_task_writes_no_second_record() {
+    let idp = Issuer::start().await;
+    let s = server(&idp).await;
+    let id = working_task(&s, &idp, "alice").await;
+    assert_eq!(cancel(&s, &idp, &id).await.0, StatusCode::OK);
+    assert_eq!(cancel(&s, &idp, &id).await.0, StatusCode::CONFLICT);
+    let owners = rpc_as(&s, &idp.token("alice", "mcp:tools"), "tasks/cancel", json!({"taskId": id})).await;
+    assert!(owners.get("error").is_none() && owners["result"].is_object(), "the owner's cancel of an ended task is acknowledged: {owners}");
+    let settings = s.state().settings.storage.clone();
+    let TestServer { running, data, .. } = s;
+    running.stop().await.expect("stopped; the audit log is flushed");
+    let store = toolgate::store::Store::connect(&settings).await.expect("store");
+    let filter = AuditFilter { kind: Some(EventKind::TaskChange), outcome: Some(Outcome::Cancelled), ..AuditFilter::default() };
+    let records = toolgate::audit::query(&store, &filter).await.expect("audit query");
+    drop(data);
+    assert_eq!(records.len(), 1, "only the write that ended the task is audited: {records:?}");
 }
 
 #[tokio::test]
@@ -222,7 +255,32 @@ async fn cancelling_an_unknown_task_is_404() {
     let idp = Issuer::start().await;
     let s = server(&idp).await;
     let (status, problem) = cancel(&s, &idp, "AAAAAAAAAAAAAAAAAAAAAA").await;
-    assert_eq!(status, StatusCode::NOT_FOUND, "{problem}");
+    assert_eq!((status, &problem["type"]), (StatusCode::NOT_FOUND, &json!("urn:toolgate:problem:not-found")), "{problem}");
+}
+
+#[tokio::test]
+async fn cancelling_with_tasks_off_says_they_are_off_not_that_the_task_is_unknown() {
+    let idp = Issuer::start().await;
+    let s = TestServer::with(|c| {
+        idp.trust(c);
+        c.tasks.enabled = false;
+    })
+    .await;
+    let (status, problem) = cancel(&s, &idp, "AAAAAAAAAAAAAAAAAAAAAA").await;
+    assert_eq!((status, &problem["type"]), (StatusCode::NOT_FOUND, &json!("urn:toolgate:problem:feature-off")), "{problem}");
+    assert!(problem["detail"].as_str().is_some_and(|d| d.contains("tasks.enabled")), "{problem}");
+}
+
+#[tokio::test]
+async fn an_unknown_query_parameter_is_named_clipped() {
+    let idp = Issuer::start().await;
+    let s = server(&idp).await;
+    let long = "x".repeat(1000);
+    let (status, body) = admin(&s, reqwest::Method::GET, &format!("/admin/tasks?{long}=1"), Some(&idp.token("ops", ADMIN_SCOPE))).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let field = body["errors"][0]["field"].as_str().expect("the parameter named");
+    assert!(field.len() <= 64 && long.starts_with(field) && !field.is_empty(), "{field}");
+    assert!(body["detail"].as_str().is_some_and(|d| d.len() < 200), "{body}");
 }
 
 #[tokio::test]
@@ -258,8 +316,9 @@ async fn an_operators_cancel_through_one_replica_stops_the_run_on_another() {
     let (idp, db) = (Issuer::start().await, audit_support::PgDb::create().await);
     let (a, b) = (pg_replica(&idp, db.url()).await, pg_replica(&idp, db.url()).await);
     let id = working_task(&a, &idp, "alice").await;
+    running(&a, &idp, &id).await;
     let (status, task) = cancel(&b, &idp, &id).await;
     assert_eq!((status, &task["status"]), (StatusCode::OK, &json!("cancelled")), "{task}");
-    let stopped = audit_support::eventually(Duration::from_secs(5), || async { a.state().server.in_flight.is_empty() }).await;
+    let stopped = audit_support::eventually(Duration::from_secs(20), || async { a.state().server.in_flight.is_empty() }).await;
     assert!(stopped, "the countdown on the replica running it stopped");
 }

@@ -179,7 +179,7 @@ async fn each_state_change_of_a_task_leaves_one_audit_record() {
     assert_eq!(changes(&done), [(format!("task {done} completed"), Outcome::Ok), (format!("task {done} created"), Outcome::Ok)]);
     assert_eq!(
         changes(&cancelled),
-        [(format!("task {cancelled} cancelled"), Outcome::Cancelled), (format!("task {cancelled} created"), Outcome::Ok)]
+        [(format!("task {cancelled} cancelled by the client"), Outcome::Cancelled), (format!("task {cancelled} created"), Outcome::Ok)]
     );
     assert!(records.iter().all(|r| r.kind != EventKind::ToolCall || r.tool.as_deref() != Some("slow")), "no plain tool_call record");
 }

@@ -219,7 +219,7 @@ async fn a_cancel_through_one_replica_racing_completion_on_another_leaves_one_te
         .filter_map(|r| r.detail.clone())
         .filter(|d| d.starts_with(&format!("task {id} ")) && !d.ends_with(" created"))
         .collect();
-    assert_eq!(terminal, [format!("task {id} cancelled")], "one terminal record, the status stored");
+    assert_eq!(terminal, [format!("task {id} cancelled by the client")], "one terminal record, the status stored");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
