@@ -4,8 +4,12 @@
 //! the open interval last (`"partial": true`, the figures so far). Percentiles never exceed
 //! the interval's slowest call, which is `max`.
 //!
-//! A name never called (or not tracked: past the store's cap its calls count under `other`)
-//! has no points; a known name has a point for every interval, zero when it had no calls.
+//! A name never called (or not tracked: past the store's cap its calls count under `(other)`,
+//! a name no tool or upstream can have) has no points; a known name has a point for every
+//! interval, zero when it had no calls. Times are the store's series time (the wall clock at
+//! start plus monotonic time since), `now` included, so they stay in order whatever the wall
+//! clock does. Whatever the query string holds is echoed in a refusal only escaped and cut to
+//! [`ECHO_MAX`] bytes.
 
 use axum::Json;
 use axum::extract::RawQuery;
@@ -14,7 +18,10 @@ use serde_json::{Value, json};
 use super::problem::{Kind, Problem};
 use crate::metrics::series::{self, ChartPoint, Query, Window};
 use crate::tooldef::FieldError;
+use crate::untrusted::escaped;
 
+/// The most of a query parameter's name or value a refusal repeats, in bytes.
+const ECHO_MAX: usize = 64;
 const SCOPES: &str = "all, tool, upstream";
 const WINDOWS: &str = "hour, start";
 
@@ -34,14 +41,13 @@ pub async fn series(RawQuery(query): RawQuery) -> Result<Json<Value>, Problem> {
         ("upstream", Some(name)) => Query::Upstream(name),
         _ => Query::All,
     };
-    let now = series::unix_now();
-    let chart = series::global().chart(query, ask.window, now);
+    let chart = series::global().chart(query, ask.window);
     Ok(Json(json!({
         "scope": ask.scope,
         "name": ask.name,
         "window": match ask.window { Window::Hour => "hour", Window::Start => "start" },
         "interval_secs": chart.interval_secs,
-        "now": rfc3339(now as i64),
+        "now": rfc3339(chart.now as i64),
         "points": chart.points.iter().map(point).collect::<Vec<_>>(),
     })))
 }
@@ -74,12 +80,15 @@ fn parse(query: &str) -> Result<Ask, Problem> {
     for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
         match key.as_ref() {
             "scope" if ["all", "tool", "upstream"].contains(&value.as_ref()) => ask.scope = value.into_owned(),
-            "scope" => return Err(bad("scope", format!("scope must be one of {SCOPES}, not {value:?}"))),
+            "scope" => return Err(bad("scope", format!("scope must be one of {SCOPES}, not \"{}\"", escaped(&value, ECHO_MAX)))),
             "window" if value == "hour" => ask.window = Window::Hour,
             "window" if value == "start" => ask.window = Window::Start,
-            "window" => return Err(bad("window", format!("window must be one of {WINDOWS}, not {value:?}"))),
+            "window" => return Err(bad("window", format!("window must be one of {WINDOWS}, not \"{}\"", escaped(&value, ECHO_MAX)))),
             "name" => ask.name = Some(value.into_owned()),
-            other => return Err(bad(other, format!("unknown query parameter {other:?}; the parameters are scope, name and window"))),
+            other => {
+                let other = escaped(other, ECHO_MAX).to_string();
+                return Err(bad(&other, format!("unknown query parameter \"{other}\"; the parameters are scope, name and window")));
+            }
         }
     }
     match (ask.scope.as_str(), &ask.name) {
@@ -121,5 +130,20 @@ mod tests {
         assert!(parse("scope=upstream").is_err());
         assert!(parse("scope=all&name=x").is_err());
         assert!(parse("scope=all&limit=3").is_err(), "unknown parameters are refused");
+    }
+
+    /// A parameter's name or value is the client's: a refusal repeats it escaped and cut short.
+    #[test]
+    fn a_refusal_repeats_a_long_or_odd_parameter_cut_and_escaped() {
+        let long = "x".repeat(10_000);
+        for query in [format!("{long}=1"), format!("scope={long}"), format!("window={long}")] {
+            let problem = format!("{:?}", parse(&query).err());
+            assert!(problem.len() < 1_000, "{} bytes", problem.len());
+            assert!(!problem.contains(&"x".repeat(ECHO_MAX + 1)), "{problem}");
+        }
+        // Debug shows an escaped newline as `\\n`, a raw one as `\n`.
+        assert!(format!("{:?}", parse("a%0Ab=1").err()).contains(r"a\\nb"), "the newline escaped");
+        let problem = format!("{:?}", parse(&format!("{long}=1")).err());
+        assert!(problem.contains("(+9936 bytes)"), "says how much was cut: {problem}");
     }
 }

@@ -1,44 +1,30 @@
-//! One key's latencies within an interval: the atomic [`Cell`] calls are recorded into (no lock,
-//! no allocation), and the [`Dist`] an interval closes into, whose percentiles are read from
-//! fixed log-scale buckets and clamped to the smallest and largest call actually seen.
+//! One key's latencies within an interval: the atomic [`Cell`] calls are recorded into (no
+//! lock, no allocation) and the dense [`Dist`] an interval is taken into.
 //!
-//! The buckets are HDR-style, in microseconds: exact below 8 µs, then 8 per power of two, so a
-//! bucket is at most 12.5% wide and an estimate (its middle) is within 6.25% of any value in
-//! it, from 1 µs to 2^40 µs (12.7 days; longer calls count in the last bucket).
+//! A call is counted last and taken first: whatever an interval counts has its latency in it
+//! too, and a call caught halfway by a close is counted in the next interval, never lost. Its
+//! latency may then sit in the interval before, so counts and buckets can disagree by the
+//! calls in flight at a close; readers rank within the buckets and never assume they sum to
+//! the count.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::time::Duration;
 
-/// How many buckets: 8 exact ones, then 8 for each power of two from 2^3 to 2^39 µs.
-pub const BUCKETS: usize = 304;
-/// The largest duration told apart, in µs.
-const MAX_MICROS: u64 = (1 << 40) - 1;
+use super::buckets::{BUCKETS, Latency, estimate, index};
 
-/// The bucket of a duration in µs.
-pub fn index(micros: u64) -> usize {
-    let v = micros.min(MAX_MICROS);
-    if v < 8 {
-        return v as usize;
-    }
-    let octave = 63 - v.leading_zeros() as usize;
-    let sub = ((v >> (octave - 3)) & 7) as usize;
-    8 * (octave - 2) + sub
-}
+/// One call in [`Cell::counts`]: calls in the low 32 bits, errors in the high 32.
+const CALL: u64 = 1;
+const ERROR: u64 = 1 << 32;
 
-/// A bucket's bounds in µs: `[lower, upper)`.
-pub fn bounds(i: usize) -> (u64, u64) {
-    if i < 8 {
-        return (i as u64, i as u64 + 1);
-    }
-    let octave = i / 8 + 2;
-    let lower = (8 + (i % 8) as u64) << (octave - 3);
-    (lower, lower + (1 << (octave - 3)))
-}
-
-/// The open interval of one key, recorded into by every call and taken by the sampler.
+/// The open interval of one key, recorded into by every call and taken by the closing store.
 pub struct Cell {
-    count: AtomicU64,
-    errors: AtomicU64,
+    /// Calls and errors together: one swap empties both, so an error is always in its call's
+    /// interval. 2^32 calls between two closes would carry into the errors: 430 million calls
+    /// a second with the sampler closing every 10 s.
+    counts: AtomicU64,
     sum: AtomicU64,
     min: AtomicU64,
     max: AtomicU64,
@@ -47,15 +33,14 @@ pub struct Cell {
 
 impl std::fmt::Debug for Cell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cell").field("count", &self.count.load(Relaxed)).finish_non_exhaustive()
+        f.debug_struct("Cell").field("counts", &self.counts.load(Relaxed)).finish_non_exhaustive()
     }
 }
 
 impl Default for Cell {
     fn default() -> Self {
         Self {
-            count: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
+            counts: AtomicU64::new(0),
             sum: AtomicU64::new(0),
             min: AtomicU64::new(u64::MAX),
             max: AtomicU64::new(0),
@@ -65,10 +50,15 @@ impl Default for Cell {
 }
 
 impl Cell {
-    /// One call: a handful of relaxed atomic operations. The extremes are read before they are
-    /// written, so once they settle a call costs no contended write for them.
+    /// One call: a handful of atomic operations, its latency first, its count last.
     pub fn record(&self, elapsed: Duration, error: bool) {
-        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        self.note(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX));
+        self.count(error);
+    }
+
+    /// A call's latency. The extremes are read before they are written, so once they settle a
+    /// call costs no contended write for them.
+    pub(super) fn note(&self, micros: u64) {
         self.buckets[index(micros)].fetch_add(1, Relaxed);
         if micros > self.max.load(Relaxed) {
             self.max.fetch_max(micros, Relaxed);
@@ -77,32 +67,42 @@ impl Cell {
             self.min.fetch_min(micros, Relaxed);
         }
         self.sum.fetch_add(micros, Relaxed);
-        if error {
-            self.errors.fetch_add(1, Relaxed);
-        }
-        self.count.fetch_add(1, Relaxed);
+    }
+
+    /// A call's count, after its latency: `Release` pairs with the `Acquire` of a take or a
+    /// peek, so one that sees the count sees the latency too.
+    pub(super) fn count(&self, error: bool) {
+        self.counts.fetch_add(CALL | if error { ERROR } else { 0 }, Release);
+    }
+
+    /// Whether no call was counted since the last take.
+    pub fn is_empty(&self) -> bool {
+        self.counts.load(Acquire) == 0
     }
 
     /// The interval so far, leaving it open.
     pub fn peek(&self) -> Dist {
-        self.read(|a, _| a.load(Relaxed))
+        let counts = self.counts.load(Acquire);
+        self.read(counts, |a, _| a.load(Relaxed))
     }
 
-    /// The interval so far, starting the next one. Each field is taken on its own, so a call
-    /// racing with the close may count its bucket in one interval and its extremes in the next;
-    /// percentiles are clamped to the extremes either way.
-    pub fn take(&self) -> Dist {
-        self.read(|a, reset| a.swap(reset, Relaxed))
+    /// The interval so far, starting the next one; `None` (and nothing taken) when no call was
+    /// counted, so a latency noted by a call not yet counted stays for the interval that
+    /// counts it.
+    pub fn take(&self) -> Option<Dist> {
+        // The count first: every latency of a call it holds was noted before (Release/Acquire).
+        let counts = self.counts.swap(0, Acquire);
+        (counts != 0).then(|| self.read(counts, |a, reset| a.swap(reset, Relaxed)))
     }
 
-    fn read(&self, get: impl Fn(&AtomicU64, u64) -> u64) -> Dist {
+    fn read(&self, counts: u64, get: impl Fn(&AtomicU64, u64) -> u64) -> Dist {
         let mut buckets = Box::new([0; BUCKETS]);
         for (out, b) in buckets.iter_mut().zip(self.buckets.iter()) {
             *out = get(b, 0);
         }
         Dist {
-            count: get(&self.count, 0),
-            errors: get(&self.errors, 0),
+            count: counts & (ERROR - 1),
+            errors: counts >> 32,
             sum: get(&self.sum, 0),
             min: get(&self.min, u64::MAX),
             max: get(&self.max, 0),
@@ -111,7 +111,8 @@ impl Cell {
     }
 }
 
-/// A closed (or peeked) interval: counts, the sum and extremes in µs, and the buckets.
+/// A taken (or peeked) interval, or several merged: counts, the sum and extremes in µs, and
+/// the calls per bucket (which may differ from `count` by calls in flight at a close).
 #[derive(Clone, Debug)]
 pub struct Dist {
     pub count: u64,
@@ -119,7 +120,7 @@ pub struct Dist {
     pub sum: u64,
     pub min: u64,
     pub max: u64,
-    buckets: Box<[u64; BUCKETS]>,
+    pub buckets: Box<[u64; BUCKETS]>,
 }
 
 impl Default for Dist {
@@ -141,48 +142,20 @@ impl Dist {
         }
     }
 
-    /// The `q` quantile (0 to 1) in seconds, by nearest rank: the middle of the bucket that
-    /// holds the rank, clamped to the smallest and largest call, and the largest call itself
-    /// for the top rank. `None` without calls.
-    pub fn quantile(&self, q: f64) -> Option<f64> {
-        let total: u64 = self.buckets.iter().sum();
-        if total == 0 || self.min > self.max {
-            return None;
-        }
-        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
-        if rank == total {
-            return Some(seconds(self.max));
-        }
-        let mut below = 0;
-        for (i, n) in self.buckets.iter().enumerate() {
-            below += n;
-            if below >= rank {
-                let (lower, upper) = bounds(i);
-                let middle = (lower + upper) as f64 / 2.0;
-                return Some(middle.clamp(self.min as f64, self.max as f64) / 1e6);
-            }
-        }
-        Some(seconds(self.max))
+    /// The non-empty buckets, ascending.
+    pub fn nonzero(&self) -> impl Iterator<Item = (usize, u64)> + Clone + '_ {
+        self.buckets.iter().enumerate().filter(|(_, n)| **n > 0).map(|(i, n)| (i, *n))
     }
 
-    /// The largest call in seconds, if there was one.
-    pub fn max_seconds(&self) -> Option<f64> {
-        (self.count > 0 && self.max >= self.min).then(|| seconds(self.max))
-    }
-
-    /// The smallest call in seconds, if there was one.
-    pub fn min_seconds(&self) -> Option<f64> {
-        (self.count > 0 && self.max >= self.min).then(|| seconds(self.min))
+    /// The percentiles and extremes (µs), if any call's latency is here.
+    pub fn latency(&self) -> Option<Latency> {
+        estimate(self.nonzero(), self.min as f64, self.max as f64)
     }
 
     /// The mean in seconds, if there were calls.
     pub fn mean_seconds(&self) -> Option<f64> {
-        (self.count > 0).then(|| seconds(self.sum) / self.count as f64)
+        (self.count > 0 && self.max >= self.min).then(|| self.sum as f64 / 1e6 / self.count as f64)
     }
-}
-
-fn seconds(micros: u64) -> f64 {
-    micros as f64 / 1e6
 }
 
 #[cfg(test)]
@@ -194,73 +167,90 @@ mod tests {
         for s in calls {
             cell.record(Duration::from_secs_f64(*s), false);
         }
-        cell.take()
+        cell.take().unwrap_or_default()
     }
 
-    /// A quantile that must exist (NaN fails every comparison).
-    fn q(d: &Dist, q: f64) -> f64 {
-        d.quantile(q).unwrap_or(f64::NAN)
-    }
-
-    #[test]
-    fn every_duration_falls_inside_its_bucket_and_buckets_tile_the_range() {
-        for micros in (0..5000).chain([1 << 20, 10_000_000, MAX_MICROS]) {
-            let (lower, upper) = bounds(index(micros));
-            assert!(lower <= micros && micros < upper, "{micros} not in [{lower}, {upper})");
-        }
-        for i in 0..BUCKETS - 1 {
-            assert_eq!(bounds(i).1, bounds(i + 1).0, "bucket {i} ends where the next starts");
-        }
-        assert_eq!(index(u64::MAX), BUCKETS - 1, "longer calls count in the last bucket");
-    }
-
-    #[test]
-    fn buckets_are_at_most_an_eighth_wide() {
-        for i in 8..BUCKETS {
-            let (lower, upper) = bounds(i);
-            assert!((upper - lower) * 8 <= lower, "bucket {i}: [{lower}, {upper})");
-        }
+    /// The percentiles in seconds (NaN without: NaN fails every comparison).
+    fn seconds(d: &Dist) -> [f64; 4] {
+        d.latency().map_or([f64::NAN; 4], |l| [l.p50, l.p95, l.p99, l.max].map(|v| v / 1e6))
     }
 
     /// The case: four calls, the slowest 10.0 s.
     #[test]
     fn percentiles_never_exceed_the_slowest_call_and_the_top_rank_is_it() {
-        let d = dist(&[0.1, 0.2, 0.3, 10.0]);
-        let (p50, p95, p99) = (q(&d, 0.5), q(&d, 0.95), q(&d, 0.99));
-        assert!(p50 <= p95 && p95 <= p99 && p99 <= 10.0, "{p50} {p95} {p99}");
-        assert_eq!(p99, 10.0);
+        let [p50, p95, p99, max] = seconds(&dist(&[0.1, 0.2, 0.3, 10.0]));
+        assert!(p50 <= p95 && p95 <= p99 && p99 <= max, "{p50} {p95} {p99}");
+        assert_eq!((p99, max), (10.0, 10.0));
         assert!((p50 - 0.2).abs() <= 0.2 * 0.0625, "the second call, within half a bucket: {p50}");
     }
 
     #[test]
     fn percentiles_never_fall_below_the_fastest_call() {
-        let d = dist(&[0.100_01, 0.100_02, 0.100_03]);
-        assert!(q(&d, 0.01) >= 0.100_01);
-        assert!(q(&d, 0.5) <= 0.100_03);
+        let [p50, ..] = seconds(&dist(&[0.100_01, 0.100_02, 0.100_03]));
+        assert!((0.100_01..=0.100_03).contains(&p50), "{p50}");
     }
 
     #[test]
-    fn an_interval_without_calls_has_no_figures() {
-        let d = Cell::default().take();
-        assert_eq!((d.quantile(0.5), d.max_seconds(), d.mean_seconds()), (None, None, None));
+    fn an_interval_without_calls_is_not_taken_and_has_no_figures() {
+        let cell = Cell::default();
+        assert!(cell.take().is_none());
+        let d = cell.peek();
+        assert_eq!((d.count, d.latency(), d.mean_seconds()), (0, None, None));
     }
 
     #[test]
     fn taking_an_interval_starts_the_next_from_nothing() {
         let cell = Cell::default();
         cell.record(Duration::from_millis(5), true);
-        let first = cell.take();
-        assert_eq!((first.count, first.errors), (1, 1));
-        let second = cell.take();
-        assert_eq!((second.count, second.errors, second.max_seconds()), (0, 0, None));
+        let first = cell.take().expect("a call");
+        assert_eq!((first.count, first.errors, first.max), (1, 1, 5_000));
+        assert!(cell.take().is_none());
+        assert_eq!(cell.peek().latency(), None);
+    }
+
+    /// A close between a call's latency and its count (the two halves of `record`): the call
+    /// is counted in the next interval, with its error, and nothing is lost.
+    #[test]
+    fn a_call_caught_halfway_by_a_close_counts_in_the_next_interval() {
+        let cell = Cell::default();
+        cell.record(Duration::from_millis(1), false);
+        cell.note(2_000);
+        let first = cell.take().expect("the first call");
+        assert_eq!((first.count, first.errors), (1, 0));
+        assert_eq!(first.buckets.iter().sum::<u64>(), 2, "the second call's latency went with it");
+        cell.count(true);
+        let second = cell.take().expect("the second call, counted now");
+        assert_eq!((second.count, second.errors), (1, 1), "its error with it");
+        assert_eq!(second.latency(), None, "its latency was in the interval before");
+    }
+
+    /// Only latency noted, no count yet: the close takes nothing, so the latency stays for the
+    /// interval that counts the call.
+    #[test]
+    fn a_latency_without_its_count_stays_for_the_interval_that_counts_it() {
+        let cell = Cell::default();
+        cell.note(3_000);
+        assert!(cell.take().is_none());
+        cell.count(false);
+        let d = cell.take().expect("counted");
+        assert_eq!((d.count, d.latency().map(|l| l.max)), (1, Some(3_000.0)));
+    }
+
+    #[test]
+    fn calls_and_errors_share_one_word_without_mixing() {
+        let cell = Cell::default();
+        for i in 0..1000 {
+            cell.record(Duration::from_micros(i), i % 3 == 0);
+        }
+        let d = cell.take().expect("calls");
+        assert_eq!((d.count, d.errors), (1000, 334));
     }
 
     #[test]
     fn merged_intervals_keep_every_call_and_both_extremes() {
         let mut a = dist(&[0.001, 0.002]);
         a.merge(&dist(&[3.0]));
-        assert_eq!(a.count, 3);
-        assert_eq!((a.min_seconds(), a.max_seconds()), (Some(0.001), Some(3.0)));
+        assert_eq!((a.count, a.min, a.max), (3, 1_000, 3_000_000));
         assert!(a.mean_seconds().is_some_and(|m| (m - 1.001).abs() < 1e-9));
     }
 }

@@ -4,14 +4,41 @@
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
-use super::{INTERVAL_SECS, Store, unix_now};
+use super::{Clock, Store};
+
+/// The system's clocks: the wall clock (read once by the store) and [`Instant`], which the
+/// wall clock's steps do not move.
+#[derive(Debug)]
+pub struct SystemClock(Instant);
+
+impl SystemClock {
+    pub fn new() -> Self {
+        Self(Instant::now())
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn unix(&self) -> f64 {
+        SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.0.elapsed()
+    }
+}
 
 /// The store of this process.
 pub fn global() -> &'static Store {
     static STORE: OnceLock<Store> = OnceLock::new();
-    STORE.get_or_init(|| Store::new(unix_now()))
+    STORE.get_or_init(|| Store::new(SystemClock::new()))
 }
 
 /// Starts the thread that closes the global store's intervals. A plain thread, like the
@@ -19,20 +46,15 @@ pub fn global() -> &'static Store {
 pub(in crate::metrics) fn spawn_sampler() {
     let spawned = std::thread::Builder::new().name("metrics-series".into()).spawn(|| {
         let store = global();
-        let interval = INTERVAL_SECS as f64;
+        // The store's time is monotonic, so the wait is never more than an interval, and a
+        // close that finds its interval not yet ended (woken early) does nothing.
         loop {
-            let wait = store.next_close() - unix_now();
-            // More than an interval away: the clock was set back. Close every 10 s regardless.
-            let set_back = wait > interval;
-            std::thread::sleep(Duration::from_secs_f64(wait.clamp(0.0, interval)));
-            let now = unix_now();
-            if set_back || now >= store.next_close() {
-                store.close(now);
-            }
+            std::thread::sleep(store.until_close());
+            store.close();
         }
     });
     if let Err(e) = spawned {
-        tracing::warn!(error = %e, "cannot start the metrics series thread; the console's charts show only the open interval");
+        tracing::warn!(error = %e, "cannot start the metrics series thread; intervals close only when the console reads them");
     }
 }
 

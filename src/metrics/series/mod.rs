@@ -4,44 +4,72 @@
 //! server, and it knows each interval's slowest call, so its percentiles never exceed it (a
 //! Prometheus histogram can only interpolate within a bucket).
 //!
-//! Recording costs a few relaxed atomic operations on the key's [`Handle`], resolved once per
+//! Recording costs a few atomic operations on the key's [`Handle`], resolved once per
 //! registered tool and per upstream (the metric handles are resolved at the same places): no
 //! lock and no allocation per call. "All" is not recorded at all: it is the sum of the tools'
-//! intervals, formed when they close. A sampler thread closes the open interval every 10 s on
-//! the wall clock's 10-s boundaries (so replicas' points line up) into [`rings`].
+//! intervals, formed when they close. A sampler thread closes the open interval every 10 s
+//! into [`rings`]; a read closes it too if it has ended, so a read never shows an ended
+//! interval as open.
 //!
-//! Keys are bounded by registration (tool names the registry accepted, configured upstream
-//! names) and capped at [`MAX_KEYS`]; past the cap a new name counts under "other".
+//! **Time.** The wall clock is read once, at start; from then on series time is that plus a
+//! monotonic clock's elapsed time, so a wall clock set back or forward moves nothing (points
+//! stay in order, none lands in the future) and intervals keep their 10 s. Intervals start on
+//! 10-s boundaries of series time, which line up across replicas as far as their clocks
+//! agreed at start (a host suspended, which the monotonic clock does not count, leaves series
+//! time behind until restart). A close that comes late (a stalled sampler) makes one frame of
+//! every interval that ended, so its rate is over its real length.
+//!
+//! **Consistency.** A close empties every key's cell and adds the frame with the state lock
+//! held; a read takes that lock before it reads the cells, so it sees each call once: in the
+//! open interval or in a frame. The one lock order is state, then keys; recording takes
+//! neither.
+//!
+//! **Keys and memory.** Keys are bounded by registration (tool names the registry accepted,
+//! configured upstream names) and capped at [`MAX_KEYS`]; past the cap a new name counts
+//! under the scope's overflow key, read as [`OTHER`]. A key no handle refers to and idle for
+//! the hour is released (see [`keys`]). At worst (every key busy in every bucket all the
+//! time): the cells take 1,002 × 2.5 KB = 2.5 MB; the hour ring 360 frames × 1,003 points
+//! (the keys and "all") × 32 B = 11.6 MB; "since start" at most [`rings::START_BYTES`] (16.8
+//! MB), plus the frame being added (2.5 MB) until it merges: about 34 MB in all. With 50 tools
+//! each called in every interval across 40 latency buckets, under 15 MB.
 
+mod buckets;
+mod chart;
 mod dist;
 mod global;
+mod keys;
+mod points;
 mod rings;
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 
+pub use chart::{Chart, ChartPoint, Summary};
 use dist::{Cell, Dist};
 pub(super) use global::spawn_sampler;
-pub use global::{global, http_max, observe_http};
-use rings::{Frame, Point, Rings};
+pub use global::{SystemClock, global, http_max, observe_http};
+use keys::Keys;
+use points::{Point, Sparse};
+use rings::Rings;
 
 /// The length of one interval.
 pub const INTERVAL_SECS: u64 = 10;
-/// Names tracked per replica (tools and upstreams together) before new ones share "other".
-pub const MAX_KEYS: usize = 2_000;
-/// The key calls of names past [`MAX_KEYS`] count under.
-pub const OTHER: &str = "other";
+/// Names tracked per replica (tools and upstreams together) before new ones share [`OTHER`].
+pub const MAX_KEYS: usize = 1_000;
+/// The name the calls of names past [`MAX_KEYS`] are read under, per scope: no tool or
+/// upstream can be named so.
+pub const OTHER: &str = "(other)";
 /// The key id of "all calls" in the frames: after every real key.
 const ALL: u32 = u32::MAX;
 
 /// What a key names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
-    Tool,
-    Upstream,
+    Tool = 0,
+    Upstream = 1,
 }
 
 /// Which series to read.
@@ -61,6 +89,14 @@ pub enum Window {
     Start,
 }
 
+/// Where the store's time comes from.
+pub trait Clock: Send + Sync {
+    /// The wall clock, Unix seconds: read once, when the store is made.
+    fn unix(&self) -> f64;
+    /// A monotonic clock: the time since any fixed point.
+    fn elapsed(&self) -> Duration;
+}
+
 /// Where one key's calls are recorded.
 #[derive(Clone, Debug)]
 pub struct Handle(Arc<Cell>);
@@ -72,67 +108,8 @@ impl Handle {
     }
 }
 
-/// One point of a chart. Times are Unix seconds; percentiles and `max` are seconds, `None`
-/// without calls.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ChartPoint {
-    /// The start of the interval.
-    pub start: u64,
-    pub calls: u64,
-    pub errors: u64,
-    /// Calls per second over the part of the interval that has passed (and this process ran).
-    pub rate: f64,
-    pub p50: Option<f64>,
-    pub p95: Option<f64>,
-    pub p99: Option<f64>,
-    pub max: Option<f64>,
-    /// The interval has not closed yet: the figures so far.
-    pub partial: bool,
-}
-
-/// A series as the charts read it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Chart {
-    pub interval_secs: u64,
-    /// Oldest first; empty for a name with no calls yet.
-    pub points: Vec<ChartPoint>,
-}
-
-/// Figures over all calls since start, clamped like every point.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
-pub struct Summary {
-    pub count: u64,
-    pub mean: Option<f64>,
-    pub p50: Option<f64>,
-    pub p95: Option<f64>,
-    pub p99: Option<f64>,
-    pub max: Option<f64>,
-}
-
-struct Key {
-    scope: Scope,
-    cell: Arc<Cell>,
-}
-
-#[derive(Default)]
-struct Keys {
-    tools: HashMap<Arc<str>, u32>,
-    upstreams: HashMap<Arc<str>, u32>,
-    /// By id.
-    list: Vec<Key>,
-}
-
-impl Keys {
-    fn names(&self, scope: Scope) -> &HashMap<Arc<str>, u32> {
-        match scope {
-            Scope::Tool => &self.tools,
-            Scope::Upstream => &self.upstreams,
-        }
-    }
-}
-
 struct State {
-    /// The open interval (Unix time / 10).
+    /// The open interval (series seconds / 10).
     open: u64,
     rings: Rings,
     /// Every closed interval of all calls together.
@@ -141,8 +118,11 @@ struct State {
 
 /// The store: keys, the open intervals (in the keys' cells) and the closed ones.
 pub struct Store {
-    /// When recording began, Unix seconds: the first interval covers only what followed.
+    /// When recording began, Unix seconds by the wall clock: series time's origin.
     started: f64,
+    clock: Box<dyn Clock>,
+    /// The monotonic clock's reading at `started`.
+    origin: Duration,
     keys: RwLock<Keys>,
     state: Mutex<State>,
 }
@@ -154,171 +134,87 @@ impl std::fmt::Debug for Store {
 }
 
 impl Store {
-    /// An empty store whose first interval holds `now` (Unix seconds).
-    pub fn new(now: f64) -> Self {
-        let store = Self {
-            started: now,
-            keys: RwLock::new(Keys::default()),
-            state: Mutex::new(State { open: interval_of(now), rings: Rings::default(), all: Dist::default() }),
-        };
-        // "other" of each scope exists from the start and is not counted against the cap.
-        store.handle(Scope::Tool, OTHER);
-        store.handle(Scope::Upstream, OTHER);
-        store
+    /// An empty store whose first interval holds the clock's now.
+    pub fn new(clock: impl Clock + 'static) -> Self {
+        let (started, origin) = (clock.unix(), clock.elapsed());
+        let state = State { open: interval_of(started), rings: Rings::default(), all: Dist::default() };
+        Self { started, clock: Box::new(clock), origin, keys: RwLock::default(), state: Mutex::new(state) }
     }
 
-    /// The handle of `name` (created on first use; "other" past the cap). Takes a lock: call
-    /// it once per tool or upstream, not per call.
+    /// Series time: Unix seconds at start plus the monotonic time since, never going back.
+    pub fn now(&self) -> f64 {
+        self.started + self.clock.elapsed().saturating_sub(self.origin).as_secs_f64()
+    }
+
+    /// The handle of `name` (created on first use; the overflow key past the cap). Takes a
+    /// lock: call it once per tool or upstream, not per call.
     pub fn handle(&self, scope: Scope, name: &str) -> Handle {
-        if let Some(id) = self.keys.read().names(scope).get(name).copied() {
-            return Handle(self.keys.read().list[id as usize].cell.clone());
+        if let Some(cell) = self.keys.read().get(scope, name) {
+            return Handle(cell.clone());
         }
-        let mut keys = self.keys.write();
-        let full = keys.list.len() >= MAX_KEYS + 2;
-        let known = keys.names(scope).get(name).or_else(|| if full { keys.names(scope).get(OTHER) } else { None }).copied();
-        if let Some(id) = known {
-            return Handle(keys.list[id as usize].cell.clone());
-        }
-        let id = keys.list.len() as u32;
-        let cell = Arc::new(Cell::default());
-        keys.list.push(Key { scope, cell: cell.clone() });
-        match scope {
-            Scope::Tool => keys.tools.insert(name.into(), id),
-            Scope::Upstream => keys.upstreams.insert(name.into(), id),
-        };
-        Handle(cell)
+        Handle(self.keys.write().insert(scope, name))
     }
 
-    /// When the open interval ends, Unix seconds.
-    pub fn next_close(&self) -> f64 {
-        ((self.state.lock().open + 1) * INTERVAL_SECS) as f64
+    /// How long until the open interval ends (zero if it has).
+    pub fn until_close(&self) -> Duration {
+        let end = ((self.state.lock().open + 1) * INTERVAL_SECS) as f64;
+        Duration::from_secs_f64((end - self.now()).clamp(0.0, INTERVAL_SECS as f64))
     }
 
-    /// Closes the open interval into the rings; the next open one is the one holding `now`.
-    pub fn close(&self, now: f64) {
-        let cells: Vec<(Scope, Arc<Cell>)> = self.keys.read().list.iter().map(|k| (k.scope, k.cell.clone())).collect();
+    /// Closes the open interval into the rings if it has ended.
+    pub fn close(&self) {
+        let mut state = self.state.lock();
+        self.close_due(&mut state, self.now());
+    }
+
+    /// Closes the open interval if `now` is past it: every interval that ended becomes one
+    /// frame, so a late close keeps the rate right. Holds the state lock throughout (the caller
+    /// passes it), so no read sees a call both in a cell and in a frame, or in neither.
+    fn close_due(&self, state: &mut State, now: f64) {
+        let next = interval_of(now);
+        if next <= state.open {
+            return;
+        }
+        let (index, span) = (state.open, next - state.open);
         let mut all = Dist::default();
-        let mut points = Vec::new();
-        for (id, (scope, cell)) in cells.iter().enumerate() {
-            let d = cell.take();
-            if *scope == Scope::Tool {
+        let (mut hour, mut start, mut idle) = (Vec::new(), Vec::new(), Vec::new());
+        let keys = self.keys.read();
+        for (id, slot) in keys.live() {
+            let Some(d) = slot.cell.take() else {
+                slot.idle.fetch_add(span, Relaxed);
+                if keys.releasable(id) {
+                    idle.push(id);
+                }
+                continue;
+            };
+            slot.idle.store(0, Relaxed);
+            if slot.scope == Scope::Tool {
                 all.merge(&d);
             }
-            if let Some(p) = Point::of(&d) {
-                points.push((id as u32, p));
-            }
+            hour.push((id, Point::of(&d)));
+            start.push((id, Sparse::of(&d)));
         }
-        if let Some(p) = Point::of(&all) {
-            points.push((ALL, p));
+        drop(keys);
+        if all.count > 0 {
+            hour.push((ALL, Point::of(&all)));
+            start.push((ALL, Sparse::of(&all)));
         }
-        let mut state = self.state.lock();
+        // A frame keeps only the keys that had calls: no spare capacity for the others.
+        hour.shrink_to_fit();
+        start.shrink_to_fit();
         state.all.merge(&all);
-        let index = state.open;
-        state.rings.push(Frame { index, span: 1, points });
-        // Never backwards: a clock set back keeps the frames in order (their times drift until
-        // the clock catches up).
-        state.open = (index + 1).max(interval_of(now));
-    }
-
-    /// The series `query` names over `window`, ending with the open interval (`partial`).
-    pub fn chart(&self, query: Query<'_>, window: Window, now: f64) -> Chart {
-        let Some((id, current)) = self.current(query) else {
-            return Chart { interval_secs: INTERVAL_SECS, points: Vec::new() };
-        };
-        let state = self.state.lock();
-        let (frames, width) = match window {
-            Window::Hour => (&state.rings.hour, 1),
-            Window::Start => (&state.rings.start, state.rings.width),
-        };
-        let mut points: Vec<ChartPoint> = frames.iter().map(|f| self.point(f.index, Some(f.end()), f.point(id).copied())).collect();
-        let open = Point::of(&current);
-        match frames.back().filter(|f| f.span < width) {
-            // A "since start" frame still filling: it and the open interval are one point.
-            Some(last) => {
-                let merged = match (last.point(id), open) {
-                    (Some(a), Some(b)) => Some(a.merge(&b)),
-                    (a, b) => a.copied().or(b),
-                };
-                points.pop();
-                points.push(self.point(last.index, None, merged).at(now, self.started));
-            }
-            None => points.push(self.point(state.open, None, open).at(now, self.started)),
-        }
-        Chart { interval_secs: INTERVAL_SECS * width, points }
-    }
-
-    /// All calls since start, the open interval included.
-    pub fn since_start(&self) -> Summary {
-        let Some((_, mut total)) = self.current(Query::All) else { return Summary::default() };
-        total.merge(&self.state.lock().all);
-        Summary {
-            count: total.count,
-            mean: total.mean_seconds(),
-            p50: total.quantile(0.5),
-            p95: total.quantile(0.95),
-            p99: total.quantile(0.99),
-            max: total.max_seconds(),
-        }
-    }
-
-    /// The key id `query` names and its open interval so far.
-    fn current(&self, query: Query<'_>) -> Option<(u32, Dist)> {
-        let keys = self.keys.read();
-        let (scope, name) = match query {
-            Query::All => {
-                let mut all = Dist::default();
-                keys.list.iter().filter(|k| k.scope == Scope::Tool).for_each(|k| all.merge(&k.cell.peek()));
-                return Some((ALL, all));
-            }
-            Query::Tool(name) => (Scope::Tool, name),
-            Query::Upstream(name) => (Scope::Upstream, name),
-        };
-        let id = *keys.names(scope).get(name)?;
-        Some((id, keys.list[id as usize].cell.peek()))
-    }
-
-    /// A closed frame's point from interval `index` to `end` (Unix seconds), or an open one's
-    /// (`end` None: its rate is completed by [`ChartPoint::at`]).
-    fn point(&self, index: u64, end: Option<u64>, p: Option<Point>) -> ChartPoint {
-        let start = index * INTERVAL_SECS;
-        let calls = p.map_or(0, |p| p.calls);
-        let covered = end.map_or(1.0, |end| (end as f64 - self.started.max(start as f64)).max(1.0));
-        ChartPoint {
-            start,
-            calls,
-            errors: p.map_or(0, |p| p.errors),
-            rate: calls as f64 / covered,
-            p50: p.map(|p| p.p50),
-            p95: p.map(|p| p.p95),
-            p99: p.map(|p| p.p99),
-            max: p.map(|p| p.max),
-            partial: end.is_none(),
+        state.rings.push(index, span, hour, start);
+        state.open = next;
+        if !idle.is_empty() {
+            let mut keys = self.keys.write();
+            idle.retain(|id| keys.release(*id));
+            state.rings.purge(&idle);
         }
     }
 }
 
-impl ChartPoint {
-    /// An open point's rate over the time that has passed in it (at least a second).
-    fn at(mut self, now: f64, started: f64) -> Self {
-        let covered = (now - started.max(self.start as f64)).max(1.0);
-        self.rate = self.calls as f64 / covered;
-        self
-    }
-}
-
-impl Frame {
-    fn end(&self) -> u64 {
-        (self.index + self.span) * INTERVAL_SECS
-    }
-}
-
-fn interval_of(unix: f64) -> u64 {
-    (unix.max(0.0) as u64) / INTERVAL_SECS
-}
-
-/// Now, in Unix seconds.
-pub fn unix_now() -> f64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+fn interval_of(seconds: f64) -> u64 {
+    (seconds.max(0.0) as u64) / INTERVAL_SECS
 }
 
 #[cfg(test)]
