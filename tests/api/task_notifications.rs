@@ -54,7 +54,9 @@ async fn a_listener_hears_each_change_of_its_task_with_the_task_inlined() {
             break;
         }
     }
-    assert_eq!(statuses, ["working", "completed"]);
+    // A change is sent as the task is when the fan-out reads it, so a resume that completes
+    // before that read (a loaded machine) is heard once, as completed: never out of order.
+    assert!(statuses == ["working", "completed"] || statuses == ["completed"], "{statuses:?}");
 }
 
 #[tokio::test]
