@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod packs;
 pub mod principal;
 pub mod protocol;
+pub mod redact;
 pub mod server;
 pub mod session;
 pub mod store;

@@ -36,7 +36,7 @@ function rest(u, s, history) {
     card(
       "Settings",
       "upstream-settings",
-      h("p", { class: "muted small" }, "Effective settings. Secrets are named (an environment variable, a file), never shown; a program's environment values and a URL's credentials and query values are redacted."),
+      h("p", { class: "muted small" }, "Effective settings. Secrets are named (an environment variable, a file), never shown; a program's environment values, its arguments that hold a credential, and every URL's credentials, query and fragment are redacted. A key inside a URL's path is shown: name it by an environment variable instead."),
       u.settings ? json(u.settings) : h("p", { class: "muted" }, "Not running on this replica."),
       s.stderr && s.stderr.tail && s.stderr.tail.length ? [h("h3", null, "Last lines on stderr"), h("pre", { class: "json" }, s.stderr.tail.join("\n"))] : null,
     ),
@@ -54,6 +54,7 @@ function facts(rows) {
 function connection(u, s, history) {
   const settings = u.settings || {};
   const stdio = settings.stdio;
+  // Both come redacted from the server (a credential in an argument or a URL is `<redacted>`).
   const where = stdio ? h("code", null, [stdio.program, ...(stdio.args || [])].join(" ")) : settings.url ? h("code", null, settings.url) : "–";
   const since = history.length ? history[history.length - 1] : null;
   return card(

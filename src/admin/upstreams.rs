@@ -54,6 +54,7 @@ pub async fn put(
     actor: Actor,
     JsonBody(body): JsonBody,
 ) -> Result<Response, Problem> {
+    refuse_placeholder(&name, &body)?;
     let checked = {
         let (upstreams, name, body) = (app.upstreams.clone(), name.clone(), body.clone());
         // Checking resolves the program and reads secret files.
@@ -96,6 +97,17 @@ async fn applied(app: &AdminState, actor: &Actor, name: &str, detail: String) {
     actor.audit(app, None, detail).await;
 }
 
+/// A definition read back carries `<redacted>` where a secret was: sent again, that would be
+/// stored as the secret. Refused, naming the field.
+fn refuse_placeholder(name: &str, body: &Value) -> Result<(), Problem> {
+    let Some(field) = crate::redact::placeholder_at(body) else { return Ok(()) };
+    let message = format!(
+        "holds the placeholder {:?} of a redacted secret: send the secret again, or reference it by env/file",
+        crate::redact::REDACTED
+    );
+    Err(refusal(name, Refusal::Invalid { field, message }))
+}
+
 fn one(status: StatusCode, stored: &StoredUpstream, state: Option<Value>) -> Response {
     tagged(status, stored_body(stored, state), stored.revision)
 }
@@ -106,7 +118,7 @@ fn stored_body(stored: &StoredUpstream, state: Option<Value>) -> Value {
         "revision": stored.revision,
         "updated_ms": stored.updated_ms,
         "updated_by": stored.updated_by,
-        "definition": stored.definition,
+        "definition": crate::redact::upstream(stored.definition.clone()),
         "status": state,
     })
 }

@@ -112,3 +112,30 @@ async fn the_settings_shown_redact_a_programs_environment_values() {
     assert_eq!(d["settings"]["stdio"]["env"]["UPSTREAM_SECRET_FOR_TEST"], "<redacted>");
     assert!(!d.to_string().contains("sk-live-123"), "{d}");
 }
+
+#[tokio::test]
+async fn the_settings_shown_redact_credentials_in_a_programs_arguments() {
+    let args = json!([FIXTURE, "postgresql://user:pw-in-url-1@db/x", "--api-key=sk-flag-2", "--token", "sk-next-3", "--verbose"]);
+    let server = serve(json!({}), json!({"stdio": {"program": "python3", "args": args, "env_passthrough": ["PATH"]}})).await;
+    let d = detail(&server).await;
+    let body = d.to_string();
+    for secret in ["pw-in-url-1", "user:", "sk-flag-2", "sk-next-3"] {
+        assert!(!body.contains(secret), "{secret} in {body}");
+    }
+    let shown = json!([FIXTURE, "postgresql://db/x", "--api-key=<redacted>", "--token", "<redacted>", "--verbose"]);
+    assert_eq!(d["settings"]["stdio"]["args"], shown);
+}
+
+#[tokio::test]
+async fn the_settings_shown_redact_every_urls_credentials_query_and_fragment() {
+    let oauth = json!({"grant": "client_credentials", "token_url": "https://as.example.com/token?sk_live_tok", "client_id": "tg",
+        "resource": "https://res:pw-res@r.example.com/#frag-secret"});
+    let server =
+        serve(json!({}), json!({"stdio": null, "url": "https://bob:hunter2@mcp.example.com/mcp?sk_live_abc#frag2", "oauth": oauth})).await;
+    let d = detail(&server).await;
+    let body = d.to_string();
+    for secret in ["hunter2", "bob", "sk_live_abc", "frag2", "sk_live_tok", "pw-res", "frag-secret"] {
+        assert!(!body.contains(secret), "{secret} in {body}");
+    }
+    assert_eq!(d["settings"]["url"], "https://mcp.example.com/mcp?<redacted>");
+}

@@ -173,3 +173,37 @@ async fn oauth_through_the_api_needs_the_operators_consent() {
     let problem: Value = refused.json().await.expect("problem");
     assert!(problem["detail"].as_str().is_some_and(|d| d.contains("admin.allow_upstream_oauth")), "{problem}");
 }
+
+const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/api/upstream_support/stdio_upstream.py");
+
+/// Secrets a stored definition holds, and what must never be read back.
+const SECRETS: [&str; 3] = ["sk-env-secret-1", "pw-url-secret-2", "sk-arg-secret-3"];
+
+#[tokio::test]
+async fn a_stored_definitions_secrets_are_never_read_back_and_a_redacted_one_cannot_be_stored() {
+    let server = admin_server(|s| s.admin.allow_command_tools = true).await;
+    let args = json!([FIXTURE, "postgresql://user:pw-url-secret-2@db/x", "--token", "sk-arg-secret-3"]);
+    let definition =
+        json!({"stdio": {"program": "python3", "args": args, "env_passthrough": ["PATH"], "env": {"API_KEY": "sk-env-secret-1"}}});
+    let created = put(&server, "local", &definition, None).await;
+    assert_eq!(created.status(), 201);
+    assert_no_secret(&created.text().await.expect("body"));
+    let detail = server.client.get(server.admin_url("/admin/upstreams/local")).send().await.expect("sent");
+    let detail: Value = detail.json().await.expect("json");
+    assert_no_secret(&detail.to_string());
+    assert_eq!(detail["definition"]["stdio"]["env"]["API_KEY"], "<redacted>");
+    let list = server.client.get(server.admin_url("/admin/upstreams")).send().await.expect("sent");
+    assert_no_secret(&list.text().await.expect("body"));
+    // The definition read back and sent again would store the placeholder as the secret.
+    let again = put(&server, "local", &detail["definition"], None).await;
+    assert_eq!(again.status(), 422);
+    let problem: Value = again.json().await.expect("problem");
+    assert_eq!(problem["errors"][0]["field"], "stdio.args[3]", "{problem}");
+    assert!(problem["detail"].as_str().is_some_and(|d| d.contains("send the secret again")), "{problem}");
+}
+
+fn assert_no_secret(body: &str) {
+    for secret in SECRETS {
+        assert!(!body.contains(secret), "{secret} in {body}");
+    }
+}

@@ -1,16 +1,15 @@
 //! One upstream's detail for `GET /admin/upstreams/{name}`, beyond the status the list shows:
 //! its recent state changes, the names its tools are served under, and its effective settings
 //! as an operator may read them. Settings name their secrets (an environment variable, a
-//! file) rather than hold them, except a stdio program's `env` values and what a URL can carry
-//! (user and password, query values): those are shown as `<redacted>`.
+//! file) rather than hold them; whatever may still be one is shown as `<redacted>` by
+//! [`crate::redact::upstream`]: a stdio program's `env` values, its arguments that hold a
+//! credential (a secret flag's value, a URL's user, password and query), and in every URL
+//! its user, password, query and fragment. A key embedded in a URL's path is not redacted.
 
 use serde_json::{Value, json};
 
 use crate::config::upstreams::UpstreamSettings;
 use crate::upstream::Link;
-
-/// What a redacted value shows.
-const REDACTED: &str = "<redacted>";
 
 /// The members the detail adds to an upstream's answer.
 pub fn members(link: &Link, served: Vec<String>) -> [(&'static str, Value); 3] {
@@ -20,35 +19,13 @@ pub fn members(link: &Link, served: Vec<String>) -> [(&'static str, Value); 3] {
 
 /// `settings` as JSON with every value that could be a secret redacted.
 pub fn shown(settings: &UpstreamSettings) -> Value {
-    let mut value = serde_json::to_value(settings).unwrap_or(Value::Null);
-    if let Some(env) = value.pointer_mut("/stdio/env").and_then(Value::as_object_mut) {
-        env.values_mut().for_each(|v| *v = json!(REDACTED));
-    }
-    if let Some(url) = settings.url.as_deref() {
-        value["url"] = json!(url_shown(url));
-    }
-    value
-}
-
-/// `url` without its user and password, and with its query's values redacted (some APIs take
-/// a key there).
-fn url_shown(url: &str) -> String {
-    let Ok(mut parsed) = url::Url::parse(url) else { return REDACTED.to_owned() };
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        // Both fail only for URLs that cannot have a user (no host), which have none.
-        let _ = parsed.set_username(REDACTED);
-        let _ = parsed.set_password(None);
-    }
-    if parsed.query().is_some() {
-        let keys: Vec<String> = parsed.query_pairs().map(|(k, _)| k.into_owned()).collect();
-        parsed.query_pairs_mut().clear().extend_pairs(keys.iter().map(|k| (k.as_str(), REDACTED)));
-    }
-    parsed.to_string()
+    crate::redact::upstream(serde_json::to_value(settings).unwrap_or(Value::Null))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::redact::REDACTED;
 
     fn settings(value: Value) -> UpstreamSettings {
         serde_json::from_value(value).expect("settings")
@@ -63,11 +40,11 @@ mod tests {
     }
 
     #[test]
-    fn a_urls_user_password_and_query_values_are_redacted() {
+    fn a_urls_user_password_and_query_are_redacted() {
         let s = settings(json!({"url": "https://bob:hunter2@mcp.example.com/mcp?key=abc&team=x"}));
         let url = shown(&s)["url"].as_str().expect("url").to_owned();
         assert!(!url.contains("bob") && !url.contains("hunter2") && !url.contains("abc"), "{url}");
-        assert!(url.contains("mcp.example.com/mcp") && url.contains("key=") && url.contains("team="), "{url}");
+        assert_eq!(url, "https://mcp.example.com/mcp?<redacted>");
     }
 
     #[test]
