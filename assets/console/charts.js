@@ -34,12 +34,16 @@ function svg(tag, attrs, ...children) {
 
 // ---- scales and ticks ------------------------------------------------------------------------
 
-/// A round upper bound for `max` (1, 2 or 5 times a power of ten) and its ticks.
-function niceTicks(max) {
-  const top = max > 0 ? max : 1;
+/// A round upper bound for `max` (1, 2 or 5 times a power of ten) and its ticks. A `max` that
+/// is not a positive finite number, or so small (subnormal) that its step rounds to 0, is
+/// charted as 1: a step of 0 would never end the loop.
+export function niceTicks(max) {
+  const usable = Number.isFinite(max) && max > 0;
+  const top = usable ? max : 1;
   const raw = top / 4;
   const power = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw);
+  if (!(Number.isFinite(step) && step > 0 && top + step > top)) return niceTicks(1);
   const ticks = [];
   for (let v = 0; v <= top + step * 1e-9; v += step) ticks.push(v);
   if (ticks[ticks.length - 1] < top) ticks.push(ticks[ticks.length - 1] + step);
