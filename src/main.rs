@@ -120,9 +120,15 @@ impl ConfigArg {
         Ok(settings)
     }
 
-    /// The settings alone: `serve` logs the warnings once its log is set up.
+    /// The settings alone: `serve` logs the warnings once its log is set up. When they cannot
+    /// be read the warnings come first, on standard error: a misnamed variable is often why.
     fn load_quietly(&self) -> anyhow::Result<Settings> {
-        Ok(Settings::load(self.config.as_deref())?)
+        Settings::load(self.config.as_deref()).map_err(|error| {
+            for warning in toolgate::config::env_names::warnings(&Settings::default()) {
+                eprintln!("warning: {}", toolgate::untrusted::text::terminal(&warning));
+            }
+            error.into()
+        })
     }
 }
 

@@ -5,6 +5,9 @@
 
 use super::{ConfigError, Settings, auth, prefixes, servers, upstreams};
 
+/// The most problems reported; the rest are counted.
+const MAX_REPORTED: usize = 100;
+
 /// The problems found so far.
 #[derive(Default)]
 struct Found(Vec<ConfigError>);
@@ -54,7 +57,14 @@ impl Settings {
         self.check_observability(&mut found);
         self.check_auth(&mut found);
         self.check_sections(&mut found);
-        found.0
+        let mut problems = found.0;
+        if problems.len() > MAX_REPORTED {
+            let more = problems.len() - MAX_REPORTED;
+            problems.truncate(MAX_REPORTED);
+            problems
+                .push(ConfigError::Invalid { key: "settings", reason: format!("and {more} more problems, shown once these are fixed") });
+        }
+        problems
     }
 
     fn check_server(&self, found: &mut Found) {
@@ -107,8 +117,11 @@ impl Settings {
     }
 
     fn check_servers(&self, found: &mut Found) {
-        let at_most = format!("at most {} virtual servers", servers::MAX_SERVERS);
-        found.check(self.servers.len() <= servers::MAX_SERVERS, "servers", &at_most);
+        if self.servers.len() > servers::MAX_SERVERS {
+            // Each server's check reads all the others: past the cap that is work without end.
+            let at_most = format!("at most {} virtual servers (there are {})", servers::MAX_SERVERS, self.servers.len());
+            return found.check(false, "servers", &at_most);
+        }
         for (name, server) in &self.servers {
             found.at(server.validate(name, &self.server.mcp_path, &self.servers));
         }
@@ -181,5 +194,23 @@ mod tests {
         let keys: Vec<String> = s.problems().iter().map(ToString::to_string).collect();
         assert_eq!(keys.len(), 3, "{keys:#?}");
         assert!(matches!(s.validate(), Err(ConfigError::Several(ref all)) if all.len() == 3));
+    }
+
+    #[test]
+    fn past_the_server_cap_no_server_is_checked_and_the_report_is_bounded() {
+        let mut s = Settings::default();
+        let bad = servers::VirtualServerSettings { path: "bad path".into(), ..Default::default() };
+        for i in 0..=servers::MAX_SERVERS {
+            s.servers.insert(format!("s{i}"), bad.clone());
+        }
+        let problems = s.problems();
+        assert_eq!(problems.len(), 1, "only the cap: {}", problems.iter().take(3).map(ToString::to_string).collect::<Vec<_>>().join("; "));
+        assert!(problems[0].to_string().contains("at most"), "{}", problems[0]);
+        s.servers.retain(|name, _| name[1..].parse::<usize>().is_ok_and(|i| i < 150));
+        assert!(s.servers.len() > MAX_REPORTED);
+        let many = s.problems();
+        assert_eq!(many.len(), MAX_REPORTED + 1);
+        let last = many.last().map(ToString::to_string).unwrap_or_default();
+        assert!(last.contains(&format!("and {} more problems", s.servers.len() - MAX_REPORTED)), "{last}");
     }
 }

@@ -21,6 +21,9 @@ pub(super) fn deserialize(table: Map<String, Value>) -> (Option<Settings>, Vec<C
     let mut root = Value::new(None, ValueKind::Table(table));
     let mut problems: Vec<(String, ConfigError)> = Vec::new();
     let mut settings = None;
+    // The indices taken out of each list so far (by the list's key, as first read): a later
+    // mistake in the same list is reported at its index in the file, not the shifted one.
+    let mut taken: Vec<(String, Vec<usize>)> = Vec::new();
     for _ in 0..MAX_PROBLEMS {
         let error = match serde_path_to_error::deserialize::<_, Settings>(root.clone()) {
             Ok(read) => {
@@ -30,11 +33,29 @@ pub(super) fn deserialize(table: Map<String, Value>) -> (Option<Settings>, Vec<C
             Err(e) => e,
         };
         let path = keys(error.path());
-        let key = path.join(".");
+        let reported = as_written(&path, &taken);
+        let key = reported.join(".");
         let inner = innermost(error.inner());
-        // A table whose member was left out now misses it: nothing new to report.
-        let consequence = matches!(inner, config::ConfigError::NotFound(_)) && problems.iter().any(|(k, _)| k.starts_with(&key));
+        // A table whose member was left out now misses it: nothing new to report. Only that
+        // member: a table missing a member never set is reported even if others were left out.
+        let consequence = match inner {
+            config::ConfigError::NotFound(field) => {
+                let field = field.rsplit('.').next().unwrap_or(field);
+                let member = if key.is_empty() { field.to_owned() } else { format!("{key}.{field}") };
+                problems.iter().any(|(k, _)| *k == member)
+            }
+            _ => false,
+        };
         let removed = remove_at(&mut root, &path);
+        if removed.is_some()
+            && let Some((list, index)) = reported.last().and_then(|last| index_of(last))
+        {
+            let list = reported[..reported.len() - 1].iter().map(String::as_str).chain([list]).collect::<Vec<_>>().join(".");
+            match taken.iter_mut().find(|(k, _)| *k == list) {
+                Some((_, indices)) => indices.push(index),
+                None => taken.push((list, vec![index])),
+            }
+        }
         if !consequence {
             let reason = reason(inner);
             let problem = match removed.as_ref().and_then(|v| v.origin()) {
@@ -69,6 +90,37 @@ fn keys(path: &Path) -> Vec<String> {
     keys
 }
 
+/// `path` (of the settings as they are now) as written in the file: each list index moved past
+/// the elements `taken` out before it.
+fn as_written(path: &[String], taken: &[(String, Vec<usize>)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(path.len());
+    for key in path {
+        let Some((name, index)) = index_of(key) else {
+            out.push(key.clone());
+            continue;
+        };
+        let list = out.iter().map(String::as_str).chain([name]).collect::<Vec<_>>().join(".");
+        let mut original = index;
+        if let Some((_, removed)) = taken.iter().find(|(k, _)| *k == list) {
+            let mut removed = removed.clone();
+            removed.sort_unstable();
+            for r in removed {
+                if r <= original {
+                    original += 1;
+                }
+            }
+        }
+        out.push(format!("{name}[{original}]"));
+    }
+    out
+}
+
+/// Whether `key` is `of` or a key under it, segment by segment (`upstreams.ab` is not under
+/// `upstreams.a`; `server.allowed_hosts[1]` is under `server.allowed_hosts`).
+pub(super) fn is_within(key: &str, of: &str) -> bool {
+    of.is_empty() || key == of || key.strip_prefix(of).is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+}
+
 /// The error where it happened: the `config` crate wraps it once per table on the way out.
 fn innermost(error: &config::ConfigError) -> &config::ConfigError {
     match error {
@@ -84,7 +136,59 @@ fn reason(error: &config::ConfigError) -> String {
         config::ConfigError::NotFound(key) => return format!("`{}` is required here", key.rsplit('.').next().unwrap_or(key)),
         other => other.to_string(),
     };
-    explain::reason_for(&text).or_else(|| unknown_key(&text)).unwrap_or(text)
+    let text = redact_strings(&text);
+    // Bounded and escaped: whatever serde quoted came from the file or the environment. A
+    // reworded reason holds the list of valid keys or values (ours), so it may be longer.
+    let escaped = crate::untrusted::text::escaped;
+    if let Some(reworded) = explain::reason_for(&text).or_else(|| unknown_key(&text)) {
+        return escaped(&reworded, REWORDED_MAX).to_string();
+    }
+    let bounded = escaped(&text, REASON_MAX).to_string();
+    if text.contains("expected struct HeaderSource") {
+        return format!(
+            "{bounded}: a secret is never written in the settings; write {{ env = \"VAR\" }} (a variable holding it) or {{ file = \"path\" }} (a file holding it)"
+        );
+    }
+    bounded
+}
+
+/// A reason's longest text (bytes) of what serde said, before it is cut.
+const REASON_MAX: usize = 200;
+/// A reworded reason's longest text (bytes): it may list every key of a section.
+const REWORDED_MAX: usize = 1024;
+
+/// serde's and `config`'s echo of a string value (`string "s3cr3t"`, Rust-escaped) as
+/// `a string (6 characters)`: a value in the wrong place is often a secret (a literal
+/// `client_secret` where a `{ env = ... }` belongs), and a report must never show it.
+fn redact_strings(text: &str) -> String {
+    const QUOTED: &str = "string \"";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(QUOTED) {
+        out.push_str(&rest[..at]);
+        let body = &rest[at + QUOTED.len()..];
+        let (mut count, mut escape, mut end) = (0usize, false, None);
+        for (i, c) in body.char_indices() {
+            match (escape, c) {
+                (true, _) => escape = false,
+                (false, '\\') => {
+                    escape = true;
+                    count += 1;
+                }
+                (false, '"') => {
+                    end = Some(i);
+                    break;
+                }
+                _ => count += 1,
+            }
+        }
+        let noun = if count == 1 { "character" } else { "characters" };
+        out.push_str(&format!("a string ({count} {noun})"));
+        // An unterminated quote: everything after it is the value.
+        rest = end.map_or("", |i| &body[i + 1..]);
+    }
+    out.push_str(rest);
+    out
 }
 
 /// serde's "unknown field `bnd`, expected one of `bind`, ..." as what to change.
@@ -161,6 +265,26 @@ fn index_of(key: &str) -> Option<(&str, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_string_value_is_never_echoed() {
+        let text = r#"invalid type: string "sk-\"live\"-123", expected struct HeaderSource"#;
+        let redacted = redact_strings(text);
+        assert_eq!(redacted, "invalid type: a string (13 characters), expected struct HeaderSource");
+        assert_eq!(
+            redact_strings(r#"invalid value: string "x", expected a u16 and string "yz""#),
+            "invalid value: a string (1 character), expected a u16 and a string (2 characters)"
+        );
+        assert_eq!(redact_strings(r#"invalid type: string "open"#), "invalid type: a string (4 characters)");
+        assert_eq!(redact_strings("invalid type: integer `7`, expected a string"), "invalid type: integer `7`, expected a string");
+    }
+
+    #[test]
+    fn a_reason_is_bounded_and_escaped() {
+        let long = config::ConfigError::Message(format!("unknown thing {}\n", "x".repeat(2000)));
+        let text = reason(&long);
+        assert!(text.len() < REASON_MAX + 32 && !text.contains('\n') && text.contains("bytes)"), "{text}");
+    }
 
     #[test]
     fn a_near_miss_is_suggested() {

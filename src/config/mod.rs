@@ -305,6 +305,15 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
+    /// The key the problem is at (`None` for a load failure or a list of several).
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            Self::Invalid { key, .. } => Some(key),
+            Self::InvalidAt { key, .. } | Self::Value { key, .. } => Some(key),
+            Self::Load(_) | Self::Several(_) => None,
+        }
+    }
+
     /// `Ok` for no problems, the one problem, or all of them.
     pub fn all(mut problems: Vec<ConfigError>) -> Result<(), ConfigError> {
         match problems.len() {
@@ -365,8 +374,12 @@ impl Settings {
         let (settings, mut problems) = collect::deserialize(table);
         // Values left out as unreadable fall back to defaults: the checks still run, so one
         // report holds every problem, but such settings are never returned.
+        // A check of a key left out (or under it, or of its section) would judge the default
+        // standing in for it: `auth.mode = "JWT"` is not "dev" on a public address.
         if let Some(settings) = &settings {
-            problems.extend(settings.problems());
+            let left_out: Vec<String> = problems.iter().filter_map(ConfigError::key).map(str::to_owned).collect();
+            let touches = |key: &str| left_out.iter().any(|out| collect::is_within(key, out) || collect::is_within(out, key));
+            problems.extend(settings.problems().into_iter().filter(|p| !p.key().is_some_and(touches)));
         }
         ConfigError::all(problems)?;
         settings.ok_or_else(|| ConfigError::Invalid { key: "settings", reason: "cannot be read".into() })

@@ -28,7 +28,7 @@ use super::client_ip::TrustedProxies;
 use super::headers;
 use crate::audit::AuditLog;
 use crate::auth::bearer::{Authenticator, Refusal};
-use crate::auth::scopes::ScopeShortfall;
+use crate::auth::scopes::{ScopeShortfall, scope_list};
 use crate::limits::Limiter;
 use crate::protocol::jsonrpc::{RpcError, code};
 use crate::telemetry::throttle::Throttle;
@@ -182,11 +182,23 @@ fn log_refusal(auth: &Authenticator, refusal: &Refusal, path: &str) {
             None => why.clone(),
         },
         Refusal::Malformed(why) => (*why).to_owned(),
-        Refusal::InsufficientScope(shortfall) => shortfall.describe(),
+        // The missing scopes (configuration) and a count: the held ones are the token's claims.
+        Refusal::InsufficientScope(shortfall) => shortfall.describe_missing(),
         Refusal::Unavailable => "the issuer's keys cannot be fetched".to_owned(),
         Refusal::Missing => String::new(),
     };
-    tracing::info!(path, refusal = refusal.kind(), reason, not_logged_before = not_logged, "request refused by the bearer gate");
+    let held_count = match refusal {
+        Refusal::InsufficientScope(shortfall) => Some(shortfall.held.len()),
+        _ => None,
+    };
+    tracing::info!(
+        path,
+        refusal = refusal.kind(),
+        reason,
+        held_count,
+        not_logged_before = not_logged,
+        "request refused by the bearer gate"
+    );
 }
 
 /// Most of a refused request's body read so its connection can carry the client's next
@@ -251,8 +263,8 @@ pub fn challenge_at(auth: &Authenticator, refusal: &Refusal, metadata: &str, ser
             StatusCode::FORBIDDEN,
             format!(
                 r#"Bearer error="insufficient_scope", scope="{}", error_description="{}", resource_metadata="{}""#,
-                scope_list(&shortfall.requested()),
-                quote_safe(&format!("the token lacks {}", scope_list(&shortfall.missing))),
+                shortfall.hint(CHALLENGE_SCOPE_MAX),
+                quote_safe(&format!("the token lacks {}", scope_list(&shortfall.missing, CHALLENGE_SCOPE_MAX))),
                 metadata
             ),
             format!("Forbidden: {}", shortfall.describe()),
@@ -280,16 +292,9 @@ fn quote_safe(s: &str) -> String {
     s.chars().filter(|c| c.is_ascii_graphic() && *c != '"' && *c != '\\' || *c == ' ').take(200).collect()
 }
 
-/// A challenge's `scope`: only RFC 6749 §3.3 scope tokens (printable ASCII without quotes or
-/// backslashes), which fit a quoted-string as they are; a token's odd scope is left out.
-fn scope_list(scopes: &[String]) -> String {
-    let tokens: Vec<&str> = scopes
-        .iter()
-        .map(String::as_str)
-        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\'))
-        .collect();
-    tokens.join(" ")
-}
+/// The longest `scope` of a challenge (bytes): a token with many scopes cannot push
+/// `WWW-Authenticate` past what proxies accept (~4 KB); the missing scopes are always kept.
+const CHALLENGE_SCOPE_MAX: usize = 2048;
 
 #[cfg(test)]
 mod tests {

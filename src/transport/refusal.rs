@@ -42,15 +42,32 @@ pub fn jsonrpc(refused: &Refused, id: Option<&RequestId>) -> Value {
     }
 }
 
-/// `scope` is what to ask for (the bearer challenge's hint), `missing` what the token lacks.
+/// `scope` is what to ask for (the bearer challenge's hint, capped with the missing scopes
+/// first), `missing` what the token lacks; a refusal of another kind says only what it is.
 fn scope_error(refusal: &Refusal) -> RpcError {
-    let shortfall = match refusal {
-        Refusal::InsufficientScope(shortfall) => shortfall.clone(),
-        _ => Default::default(),
+    let Refusal::InsufficientScope(shortfall) = refusal else {
+        return RpcError::new(code::TRANSPORT, format!("Forbidden: the request was refused ({})", refusal.kind()))
+            .with_data(json!({ "error": refusal.kind() }));
     };
     RpcError::new(code::TRANSPORT, format!("Forbidden: {}", shortfall.describe())).with_data(json!({
         "error": "insufficient_scope",
-        "scope": shortfall.requested().join(" "),
+        "scope": shortfall.hint(SCOPE_HINT_MAX),
         "missing": shortfall.missing,
     }))
+}
+
+/// The longest `scope` hint of an error body (bytes), as the challenge's.
+const SCOPE_HINT_MAX: usize = 2048;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_that_is_not_a_scope_refusal_says_what_it_is() {
+        let error = scope_error(&Refusal::Invalid("expired".into()));
+        let text = serde_json::to_string(&error).expect("serializes");
+        assert!(text.contains("Forbidden: the request was refused (invalid_token)"), "{text}");
+        assert!(!text.contains("lacks the scopes ;"), "{text}");
+    }
 }

@@ -115,6 +115,39 @@ async fn refusals_of_one_cause_are_logged_once_and_counted_not_repeated() {
 }
 
 #[tokio::test]
+async fn operator_auth_a_scope_refusal_logs_the_missing_scopes_and_a_count_never_the_held_ones() {
+    let (capture, _telemetry) = capture_logs();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("server.key");
+    let s = dev_server(&key).await;
+    assert_eq!(s.post(INIT, &[("authorization", &bearer(&key, "foo private-claim-xyz"))]).await.status(), 403);
+    let lines = refusal_lines(&capture);
+    let line = lines.iter().find(|l| l["refusal"] == "insufficient_scope").expect("a line");
+    assert_eq!(line["reason"], "the token lacks the scope mcp:tools", "{line}");
+    assert_eq!(line["held_count"], 2, "{line}");
+    let all = capture.text();
+    assert!(!all.contains("private-claim-xyz"), "a held scope in the log: {all}");
+}
+
+#[tokio::test]
+async fn operator_auth_a_token_with_many_scopes_cannot_grow_the_challenge() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("dev.key");
+    let s = dev_server(&key).await;
+    let many: Vec<String> = (0..130).map(|i| format!("scope-number-{i:04}")).collect();
+    let res = s.post(INIT, &[("authorization", &bearer(&key, &many.join(" ")))]).await;
+    assert_eq!(res.status(), 403);
+    let challenge = header(&res, "www-authenticate").to_owned();
+    assert!(challenge.len() < 4096, "{} bytes", challenge.len());
+    assert!(
+        challenge.contains(r#"scope="scope-number-0000 "#) && challenge.contains(r#" mcp:tools", error_description"#),
+        "the missing scope kept: {challenge}"
+    );
+    let message = json(res).await["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.len() < 600 && message.contains("more)"), "{message}");
+}
+
+#[tokio::test]
 async fn the_client_is_told_no_more_than_before_about_a_bad_signature() {
     let dir = tempfile::tempdir().expect("tempdir");
     let key = dir.path().join("server.key");

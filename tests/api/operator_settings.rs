@@ -24,7 +24,10 @@ fn a_settings_file_with_several_mistakes_reports_every_one() {
     let error = load_toml(SEVERAL_MISTAKES).expect_err("refused");
     assert!(error.contains("4 problems"), "{error}");
     assert!(error.contains("server.bnd") && error.contains("did you mean `bind`?"), "an unknown key: {error}");
-    assert!(error.contains("sessions.idle_timeout_secs") && error.contains("\"soon\""), "a wrong type: {error}");
+    assert!(
+        error.contains("sessions.idle_timeout_secs") && error.contains("a string (4 characters)") && !error.contains("soon"),
+        "a wrong type, its value not echoed: {error}"
+    );
     assert!(error.contains("auth.mode") && error.contains("\"off\", \"jwt\", \"dev\""), "a value outside its set: {error}");
     assert!(error.contains("server.max_body_bytes") && error.contains("at least 1024"), "a value that reads but cannot work: {error}");
 }
@@ -111,4 +114,98 @@ async fn serve_logs_the_warning_at_start() {
         seen.iter().find(|l| l["level"] == "WARN" && l["message"].as_str().is_some_and(|m| m.contains("TOOLGATE_SERVER_MAX_BODY_BYTES")));
     let message = warned.and_then(|l| l["message"].as_str()).unwrap_or_default();
     assert!(message.contains("TOOLGATE__SERVER__MAX_BODY_BYTES"), "{seen:#?}");
+}
+
+/// A secret written as a literal where a `HeaderSource` belongs: a likely mistake.
+const LITERAL_SECRETS: &str = "[upstreams.x]\nurl = \"https://example.com/mcp\"\nheaders = { Authorization = \"Bearer sk-live-header-77\" }\n\n[upstreams.x.oauth]\ngrant = \"client_credentials\"\ntoken_url = \"https://example.com/token\"\nclient_id = \"toolgate\"\nclient_secret = \"s3cr3t-oauth-99\"\n";
+
+fn assert_secret_refused(text: &str) {
+    for secret in ["sk-live-header-77", "s3cr3t-oauth-99"] {
+        assert!(!text.contains(secret), "the secret {secret} is echoed:\n{text}");
+    }
+    for key in ["upstreams.x.headers.Authorization", "upstreams.x.oauth.client_secret"] {
+        let line = text.lines().find(|l| l.contains(key)).unwrap_or_else(|| panic!("{key} is named:\n{text}"));
+        assert!(line.contains("{ env = \"VAR\" }") && line.contains("{ file = \"path\" }"), "what to write instead: {line}");
+        assert!(line.contains("a string ("), "the value described, not shown: {line}");
+    }
+}
+
+#[test]
+fn operator_settings_a_literal_secret_is_refused_without_echoing_it() {
+    let error = load_toml(LITERAL_SECRETS).expect_err("refused");
+    assert_secret_refused(&error);
+    let data = tempfile::tempdir().expect("data dir");
+    let file = data.path().join("toolgate.toml");
+    std::fs::write(&file, LITERAL_SECRETS).expect("written");
+    for args in [&["check-config", "-c"][..], &["serve", "-c"][..]] {
+        let mut args = args.to_vec();
+        args.push(file.to_str().expect("utf-8"));
+        let out = toolgate(&args, data.path(), &[]);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(!out.status.success(), "{args:?} refused: {stderr}");
+        assert!(!stdout.contains("s3cr3t-oauth-99") && !stdout.contains("sk-live-header-77"), "{stdout}");
+        assert_secret_refused(&stderr);
+    }
+}
+
+#[test]
+fn operator_settings_a_literal_secret_from_the_environment_is_not_echoed() {
+    let data = tempfile::tempdir().expect("data dir");
+    let env = [
+        ("TOOLGATE__UPSTREAMS__X__URL", "https://example.com/mcp"),
+        ("TOOLGATE__UPSTREAMS__X__HEADERS__AUTHORIZATION", "Bearer sk-env-secret-55"),
+    ];
+    let out = toolgate(&["check-config"], data.path(), &env);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(!stderr.contains("sk-env-secret-55") && stderr.contains("TOOLGATE__UPSTREAMS__X__HEADERS__AUTHORIZATION"), "{stderr}");
+    assert!(stderr.contains("{ env = \"VAR\" }"), "{stderr}");
+}
+
+#[test]
+fn operator_settings_a_misnamed_variable_is_warned_about_when_the_settings_fail() {
+    let data = tempfile::tempdir().expect("data dir");
+    let file = data.path().join("toolgate.toml");
+    std::fs::write(&file, "[server]\nmax_body_bytes = 10\n").expect("written");
+    let env = [("TOOLGATE_SERVER_BIND", "127.0.0.1:9000")];
+    for command in ["check-config", "serve"] {
+        let out = toolgate(&[command, "-c", file.to_str().expect("utf-8")], data.path(), &env);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains("TOOLGATE_SERVER_BIND") && stderr.contains("TOOLGATE__SERVER__BIND"), "{command}: {stderr}");
+    }
+}
+
+#[test]
+fn operator_settings_a_bad_value_is_not_judged_by_its_default() {
+    let error = load_toml("[server]\nbind = \"0.0.0.0:8080\"\n\n[auth]\nmode = \"JWT\"\n").expect_err("refused");
+    assert!(error.contains("auth.mode") && error.contains("is not one of the accepted values"), "{error}");
+    assert!(!error.contains("trusts locally minted tokens"), "the default \"dev\" judged instead of \"JWT\": {error}");
+}
+
+#[test]
+fn operator_settings_each_bad_list_entry_is_reported_at_its_own_index() {
+    let error = load_toml("[server]\nallowed_hosts = [\"a.example\", { x = 1 }, \"b.example\", { y = 2 }]\n").expect_err("refused");
+    assert!(error.contains("server.allowed_hosts[1]") && error.contains("server.allowed_hosts[3]"), "{error}");
+    assert!(!error.contains("allowed_hosts[2]"), "a shifted index: {error}");
+}
+
+#[test]
+fn operator_settings_a_missing_member_is_reported_beside_a_sibling_upstreams_mistake() {
+    // upstreams.a.oauth.grant is left out as a wrong value; upstreams.ab.oauth misses its own
+    // grant: a key that only starts like upstreams.a's must not be taken for its consequence.
+    let text = "[upstreams.a]\nurl = \"https://a.example/mcp\"\n[upstreams.a.oauth]\ngrant = \"nope\"\n\n[upstreams.ab]\nurl = \"https://b.example/mcp\"\n[upstreams.ab.oauth]\ntoken_url = \"https://b.example/token\"\n";
+    let error = load_toml(text).expect_err("refused");
+    assert!(error.contains("upstreams.a.oauth.grant"), "{error}");
+    assert!(error.contains("upstreams.ab.oauth") && error.contains("`grant` is required here"), "{error}");
+}
+
+#[test]
+fn operator_settings_a_left_out_member_does_not_hide_its_tables_other_mistakes() {
+    let text = "[upstreams.a]\nurl = \"https://a.example/mcp\"\nconnect_timeout_ms = \"slow\"\n[upstreams.a.oauth]\ngrant = \"nope\"\nclient_secret = \"s3cr3t-x\"\n";
+    let error = load_toml(text).expect_err("refused");
+    for key in ["upstreams.a.oauth.grant", "upstreams.a.oauth.client_secret", "upstreams.a.connect_timeout_ms"] {
+        assert!(error.contains(key), "{key}: {error}");
+    }
+    assert!(!error.contains("s3cr3t-x"), "{error}");
 }
