@@ -79,7 +79,7 @@ async fn connection(link: &Arc<Link>, ctx: &ToolContext) -> Result<Arc<Peer>, To
             .map_err(|e| said(format!("The upstream MCP server {} could not be reached as you: {e}", link.name)));
     }
     link.peer().ok_or_else(|| {
-        let why = link.status().last_error.unwrap_or_else(|| "it is connecting".into());
+        let why = link.disconnected_reason().unwrap_or_else(|| "it is connecting".into());
         said(format!("The upstream MCP server {} is not connected ({why}); try again shortly.", link.name))
     })
 }

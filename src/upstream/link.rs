@@ -191,27 +191,58 @@ impl Link {
         status
     }
 
-    pub(super) fn update(&self, change: impl FnOnce(&mut UpstreamStatus)) {
-        change(&mut self.status.lock());
+    /// Why a call finds no connection: the last error while the state is not `connected`
+    /// (that error is what ended it or kept it from connecting), `None` while connecting for
+    /// the first time or when connected. Reads only that, under the status lock.
+    pub fn disconnected_reason(&self) -> Option<String> {
+        self.status.lock().disconnected_reason()
+    }
+
+    /// Applies `change` to the status under one lock, so a reader sees all of it or none.
+    pub(super) fn update<R>(&self, change: impl FnOnce(&mut UpstreamStatus) -> R) -> R {
+        change(&mut self.status.lock())
     }
 
     /// Moves to `to` (`connecting`, `connected`, `disconnected`), recording the change with
     /// `reason` when the state is a different one.
     pub(super) fn set_state(&self, to: &'static str, reason: Option<&str>) {
-        self.update(|s| {
-            if s.state != to {
-                s.history.push(StateChange { at_ms: super::now_ms(), from: s.state, to, reason: reason.map(history::bounded) });
-            }
-            s.state = to;
-        });
+        self.update(|s| s.move_to(to, reason));
     }
 
     /// Records `error` as the last error, with its time.
     pub(super) fn set_error(&self, error: &str) {
+        self.update(|s| s.record_error(error));
+    }
+
+    /// The connection is gone because of `reason`: no tools, the error and the state
+    /// `disconnected`, together.
+    pub(super) fn set_disconnected(&self, reason: &str) {
         self.update(|s| {
-            s.last_error = Some(history::bounded(error));
-            s.last_error_ms = Some(super::now_ms());
+            s.tools = 0;
+            s.record_error(reason);
+            s.move_to("disconnected", Some(reason));
         });
+    }
+}
+
+impl UpstreamStatus {
+    /// See [`Link::disconnected_reason`].
+    fn disconnected_reason(&self) -> Option<String> {
+        if self.state == "connected" { None } else { self.last_error.clone() }
+    }
+
+    /// See [`Link::set_state`].
+    pub(super) fn move_to(&mut self, to: &'static str, reason: Option<&str>) {
+        if self.state != to {
+            self.history.push(StateChange { at_ms: super::now_ms(), from: self.state, to, reason: reason.map(history::bounded) });
+        }
+        self.state = to;
+    }
+
+    /// See [`Link::set_error`].
+    fn record_error(&mut self, error: &str) {
+        self.last_error = Some(history::bounded(error));
+        self.last_error_ms = Some(super::now_ms());
     }
 }
 
@@ -265,5 +296,24 @@ impl Link {
             stop,
             resync: tokio::sync::Notify::new(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_kept_after_a_reconnect_is_no_reason_while_connected() {
+        let mut status = UpstreamStatus { state: "connecting", ..Default::default() };
+        assert_eq!(status.disconnected_reason(), None);
+        status.record_error("connection reset");
+        status.move_to("disconnected", Some("connection reset"));
+        assert_eq!(status.disconnected_reason().as_deref(), Some("connection reset"));
+        status.move_to("connecting", Some("reconnecting after the backoff"));
+        assert_eq!(status.disconnected_reason().as_deref(), Some("connection reset"));
+        status.move_to("connected", Some("tools listed"));
+        assert_eq!(status.disconnected_reason(), None);
+        assert_eq!(status.last_error.as_deref(), Some("connection reset"), "kept, with the state saying it is over");
     }
 }

@@ -57,9 +57,7 @@ pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: Cancel
                 link.peer.store(None);
                 let reason = peer.close_reason();
                 upstreams.withdraw(&link, &reason);
-                link.update(|s| s.tools = 0);
-                link.set_error(&reason);
-                link.set_state("disconnected", Some(&reason));
+                link.set_disconnected(&reason);
                 record::upstream_state(&link.name, false, 0);
                 if stop.is_cancelled() {
                     break;
@@ -69,8 +67,7 @@ pub(super) async fn run(link: Arc<Link>, upstreams: Arc<Upstreams>, stop: Cancel
             Err(e) => {
                 tracing::warn!(upstream = %link.name, error = %e, "cannot connect to the upstream");
                 let error = e.to_string();
-                link.set_error(&error);
-                link.set_state("disconnected", Some(&error));
+                link.set_disconnected(&error);
                 record::upstream_state(&link.name, false, 0);
             }
         }
@@ -159,9 +156,11 @@ async fn sync(link: &Arc<Link>, upstreams: &Upstreams, peer: &Peer, capabilities
             upstreams.restore(link, tools, held.stand_ins, offerings.resources, offerings.prompts);
             // The last error stays: what went wrong before this connection is still worth
             // reading (it has its time; the state says it is over).
-            link.update(|s| s.last_sync_ms = Some(now_ms()));
-            let count = link.status().tools;
-            link.set_state("connected", Some(&format!("tools listed: {count} served")));
+            let count = link.update(|s| {
+                s.last_sync_ms = Some(now_ms());
+                s.move_to("connected", Some(&format!("tools listed: {} served", s.tools)));
+                s.tools
+            });
             record::upstream_state(&link.name, true, count);
             tracing::info!(upstream = %link.name, tools = count, "upstream tools listed");
         }
