@@ -89,6 +89,8 @@ for module in "$ROOT"/assets/console/*.js; do
   cp "$module" "$LOGS/check-syntax.mjs"
   "$NODE" --check "$LOGS/check-syntax.mjs" || { log "syntax error in $module" && exit 1; }
 done
+# The charts' tick scale ends for any maximum (a pure function: run in node, no browser).
+"$NODE" "$ROOT/tests/console/ticks.mjs" >"$LOGS/ticks.log" || { cat "$LOGS/ticks.log" >&2 && log "tests/console/ticks.mjs failed" && exit 1; }
 
 # ---- the server -------------------------------------------------------------------------------
 cd "$ROOT"
