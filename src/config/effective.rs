@@ -61,6 +61,8 @@ impl Layers {
 pub fn report(settings: &Settings, layers: &Layers) -> Result<String, ConfigError> {
     let value = toml::Value::try_from(settings)
         .map_err(|e| ConfigError::Invalid { key: "settings", reason: format!("cannot be shown as TOML: {e}") })?;
+    let mut value = value;
+    redact_upstreams(&mut value);
     let mut out = String::from(
         "# toolgate's effective settings. After each value, where it came from: the built-in default,\n\
          # the settings file, or an environment variable. Secrets show as \"<redacted>\"; unset optional\n\
@@ -70,6 +72,17 @@ pub fn report(settings: &Settings, layers: &Layers) -> Result<String, ConfigErro
         write_table(&mut out, "", table, layers);
     }
     Ok(out)
+}
+
+/// Each upstream's table through the admin API's redactor (a program's env values, secret
+/// arguments, URL credentials and queries): the report is printed, often into a CI log. A
+/// table that cannot be converted is shown as redacted whole, never as it is.
+fn redact_upstreams(value: &mut toml::Value) {
+    let Some(upstreams) = value.get_mut("upstreams").and_then(toml::Value::as_table_mut) else { return };
+    for (_, upstream) in upstreams.iter_mut() {
+        let redacted = serde_json::to_value(&*upstream).ok().map(crate::redact::upstream).and_then(|v| toml::Value::try_from(v).ok());
+        *upstream = redacted.unwrap_or_else(|| toml::Value::String(crate::redact::REDACTED.into()));
+    }
 }
 
 fn write_table(out: &mut String, path: &str, table: &toml::map::Map<String, toml::Value>, layers: &Layers) {

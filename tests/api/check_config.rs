@@ -50,6 +50,19 @@ fn secrets_are_redacted_wherever_they_come_from() {
 }
 
 #[test]
+fn an_upstreams_program_secrets_are_redacted() {
+    let dir = tempfile::tempdir().expect("dir");
+    let text = "[upstreams.db]\nallow_private = true\n[upstreams.db.stdio]\nprogram = \"npx\"\n\
+                args = [\"server-postgres\", \"postgresql://app:pg-pass-4711@db/x\", \"--api-key=sk-live-0815\"]\n\
+                env = { API_TOKEN = \"env-token-2342\" }\n";
+    let report = check_config(&settings_file(dir.path(), text), &[]);
+    for secret in ["pg-pass-4711", "sk-live-0815", "env-token-2342"] {
+        assert!(!report.contains(secret), "{secret} in:\n{report}");
+    }
+    assert!(report.contains("API_TOKEN = \"<redacted>\""), "the variable's name stays: {report}");
+}
+
+#[test]
 fn the_report_is_a_settings_file_that_loads_to_the_same_settings() {
     let dir = tempfile::tempdir().expect("dir");
     let file = settings_file(dir.path(), "[server]\nname = \"round-trip\"\n\n[tools.packs]\nexamples = false\n");

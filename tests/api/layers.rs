@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 /// Layer of every top-level module, lowest first.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("protocol", &["protocol", "untrusted"]),
+    ("protocol", &["protocol", "untrusted", "redact"]),
     ("leaves", &["config", "metrics", "telemetry", "bus", "principal", "yaml"]),
     (
         "core services",
