@@ -44,7 +44,10 @@ fn listing(page: Value) {
         logged_safely(name);
         let _ = serde_json::to_string(tool.descriptor()).expect("a served tool's descriptor serializes");
     }
-    skipped.iter().for_each(|why| logged_safely(why));
+    for skip in &skipped {
+        logged_safely(&skip.tool);
+        logged_safely(&skip.detail);
+    }
 }
 
 fn call_result(result: Value) {
