@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::TestServer;
 use common::idp::Issuer;
-use common::tasks::opted_in;
+use common::tasks::rpc_as;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use toolgate::audit::{AuditFilter, EventKind, Outcome};
@@ -39,23 +39,9 @@ async fn pg_replica(idp: &Issuer, url: String) -> TestServer {
     s
 }
 
-/// A 2026-07-28 request as `bearer`, opted into tasks, answered as JSON.
-async fn rpc_as(s: &TestServer, bearer: &str, method: &str, mut params: Value) -> Value {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": common::MODERN,
-        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": opted_in(),
-    });
-    let name = params.get("name").or_else(|| params.get("taskId")).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
-    let auth = format!("Bearer {bearer}");
-    let headers = [("mcp-protocol-version", common::MODERN), ("mcp-method", method), ("mcp-name", name.as_str()), ("authorization", &auth)];
-    common::response_json(s.post(&body, &headers).await).await
-}
-
 /// Creates a task of `tool` as `subject`; returns its id.
 async fn task_of(s: &TestServer, idp: &Issuer, subject: &str, tool: &str, arguments: Value) -> String {
-    let created = rpc_as(s, &idp.token(subject, "mcp:tools"), "tools/call", json!({"name": tool, "arguments": arguments})).await;
+    let created = rpc_as(s, Some(&idp.token(subject, "mcp:tools")), "tools/call", json!({"name": tool, "arguments": arguments})).await;
     assert_eq!(created["result"]["resultType"], "task", "{created}");
     created["result"]["taskId"].as_str().expect("task id").to_owned()
 }
@@ -189,7 +175,7 @@ async fn an_operators_cancel_ends_the_task_for_its_owner_and_stops_the_run() {
     let (status, task) = cancel(&s, &idp, &id).await;
     assert_eq!(status, StatusCode::OK, "{task}");
     assert_eq!((&task["status"], &task["status_message"]), (&json!("cancelled"), &json!("cancelled by an operator")));
-    let seen = rpc_as(&s, &idp.token("alice", "mcp:tools"), "tasks/get", json!({"taskId": id})).await;
+    let seen = rpc_as(&s, Some(&idp.token("alice", "mcp:tools")), "tasks/get", json!({"taskId": id})).await;
     assert_eq!(seen["result"]["status"], "cancelled", "the owner sees it through the protocol: {seen}");
     let stopped = audit_support::eventually(Duration::from_secs(20), || async { s.state().server.in_flight.is_empty() }).await;
     assert!(stopped, "the countdown stopped");
@@ -227,7 +213,7 @@ async fn a_second_cancel_of_the_same_task_writes_no_second_record() {
     let id = working_task(&s, &idp, "alice").await;
     assert_eq!(cancel(&s, &idp, &id).await.0, StatusCode::OK);
     assert_eq!(cancel(&s, &idp, &id).await.0, StatusCode::CONFLICT);
-    let owners = rpc_as(&s, &idp.token("alice", "mcp:tools"), "tasks/cancel", json!({"taskId": id})).await;
+    let owners = rpc_as(&s, Some(&idp.token("alice", "mcp:tools")), "tasks/cancel", json!({"taskId": id})).await;
     assert!(owners.get("error").is_none() && owners["result"].is_object(), "the owner's cancel of an ended task is acknowledged: {owners}");
     let settings = s.state().settings.storage.clone();
     let TestServer { running, data, .. } = s;
@@ -294,7 +280,7 @@ async fn the_tasks_api_needs_an_admin_token() {
         assert_eq!(admin(&s, method.clone(), &path, None).await.0, StatusCode::UNAUTHORIZED, "{path}");
         assert_eq!(admin(&s, method, &path, Some(&alice)).await.0, StatusCode::FORBIDDEN, "{path}: the owner is no operator");
     }
-    let seen = rpc_as(&s, &alice, "tasks/get", json!({"taskId": id})).await;
+    let seen = rpc_as(&s, Some(&alice), "tasks/get", json!({"taskId": id})).await;
     assert_eq!(seen["result"]["status"], "working", "{seen}");
 }
 

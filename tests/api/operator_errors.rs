@@ -6,7 +6,8 @@ use toolgate::config::{Secret, Settings};
 
 use crate::common::{load_toml, test_settings};
 
-async fn start_error(adjust: impl FnOnce(&mut Settings)) -> String {
+/// The error `serve` stops with on these settings (the whole chain of causes).
+pub(crate) async fn start_error(adjust: impl FnOnce(&mut Settings)) -> String {
     let data = tempfile::tempdir().expect("data dir");
     let mut settings = test_settings(data.path());
     adjust(&mut settings);
@@ -20,7 +21,7 @@ async fn start_error(adjust: impl FnOnce(&mut Settings)) -> String {
             let _ = running.stop().await;
             panic!("the server started");
         }
-        Err(e) => e.to_string(),
+        Err(e) => format!("{e:#}"),
     }
 }
 

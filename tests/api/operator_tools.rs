@@ -8,10 +8,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate::app::{self, AppState};
-use toolgate::config::{LogFormat, LogSettings, Settings};
+use toolgate::config::{LogFormat, LogSettings};
 
-use crate::common::{Capture, TestServer, test_settings};
+use crate::common::{Capture, TestServer};
+use crate::operator_errors::start_error;
 
 const FIXTURE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/api/upstream_support/stdio_upstream.py");
 
@@ -28,25 +28,6 @@ fn tools_dir(dir: &Path) -> std::path::PathBuf {
     let bad = "tools:\n  - name: broken\n    description: Broken.\n    builtin:\n      id: nope\n";
     std::fs::write(tools.join("bad.yaml"), bad).expect("written");
     tools
-}
-
-/// The error `serve` stops with on these settings.
-async fn start_error(adjust: impl FnOnce(&mut Settings)) -> String {
-    let data = tempfile::tempdir().expect("data dir");
-    let mut settings = test_settings(data.path());
-    adjust(&mut settings);
-    let state = match AppState::new(settings).await {
-        Ok(state) => state,
-        Err(e) => return format!("{e:#}"),
-    };
-    let bind = state.settings.server.bind;
-    match app::start(state, bind).await {
-        Ok(running) => {
-            let _ = running.stop().await;
-            panic!("the server started");
-        }
-        Err(e) => format!("{e:#}"),
-    }
 }
 
 /// JSON log lines captured for the whole test process (while the `Telemetry` is held).

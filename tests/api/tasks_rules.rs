@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::TestServer;
 use common::idp::Issuer;
-use common::tasks::opted_in;
+use common::tasks::rpc_as;
 use serde_json::{Value, json};
 use toolgate::audit::{AuditFilter, EventKind};
 use toolgate::protocol::CallToolResult;
@@ -22,24 +22,6 @@ use toolgate::protocol::task::{TaskStatus, TaskSupport};
 use toolgate::store::Store;
 use toolgate::tasks::{db, now_ms};
 use toolgate::tool::Tool;
-
-/// A 2026-07-28 request as `bearer` (none: unauthenticated), answered as JSON.
-async fn rpc_as(s: &TestServer, bearer: Option<&str>, method: &str, mut params: Value) -> Value {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": common::MODERN,
-        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": opted_in(),
-    });
-    let name = params.get("name").or_else(|| params.get("taskId")).and_then(Value::as_str).unwrap_or_default().to_owned();
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
-    let mut headers = vec![("mcp-protocol-version", common::MODERN), ("mcp-method", method), ("mcp-name", name.as_str())];
-    let auth;
-    if let Some(token) = bearer {
-        auth = format!("Bearer {token}");
-        headers.push(("authorization", &auth));
-    }
-    common::response_json(s.post(&body, &headers).await).await
-}
 
 async fn start_slow(s: &TestServer, bearer: Option<&str>) -> Value {
     rpc_as(s, bearer, "tools/call", json!({"name": "slow", "arguments": {"ms": 30_000}})).await

@@ -71,3 +71,21 @@ pub fn install(s: &super::TestServer) {
 pub fn opted_in() -> Value {
     json!({"elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}})
 }
+
+/// A 2026-07-28 request as `bearer` (none: unauthenticated), answered as JSON.
+pub async fn rpc_as(s: &super::TestServer, bearer: Option<&str>, method: &str, mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": super::MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": opted_in(),
+    });
+    let name = params.get("name").or_else(|| params.get("taskId")).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    let mut headers = vec![("mcp-protocol-version", super::MODERN), ("mcp-method", method), ("mcp-name", name.as_str())];
+    let auth;
+    if let Some(token) = bearer {
+        auth = format!("Bearer {token}");
+        headers.push(("authorization", &auth));
+    }
+    super::response_json(s.post(&body, &headers).await).await
+}
