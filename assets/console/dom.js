@@ -154,3 +154,17 @@ export function updated() {
   return h("span", { class: "muted updated" }, `updated ${fmtTimeOfDay(new Date())}`);
 }
 
+/// An admin API refusal (`api.ApiError`) as a card: its problem document's title and detail,
+/// each field error, and when to retry.
+export function problemCard(error) {
+  const p = error.problem || {};
+  const errors = Array.isArray(p.errors) ? p.errors : [];
+  return h(
+    "div",
+    { class: "card problem", "data-status": String(error.status) },
+    h("strong", null, `${p.title || "Refused"} (${error.status})`),
+    h("p", null, p.detail || error.message),
+    errors.length ? h("ul", null, errors.map((e) => h("li", null, h("code", null, e.field), " ", e.message))) : null,
+    error.headers.get("retry-after") ? h("p", { class: "small" }, `Retry after ${error.headers.get("retry-after")} s.`) : null,
+  );
+}

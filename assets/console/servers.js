@@ -5,22 +5,10 @@
 // deleted; the settings' own are shown read-only.
 
 import * as api from "./api.js";
-import { action, badge, button, h, heading, json, replace, table, updated } from "./dom.js";
+import { action, badge, button, h, heading, json, problemCard, replace, table, updated } from "./dom.js";
 
 const TEMPLATE = { path: "/teams/example/mcp", title: "Example team", tools: ["echo"], overrides: { echo: { name: "say" } }, scopes: [] };
 
-/// A refusal's problem document as a card: the detail and each field error.
-function refused(error) {
-  const p = error.problem || {};
-  const errors = Array.isArray(p.errors) ? p.errors : [];
-  return h(
-    "div",
-    { class: "card problem", "data-status": String(error.status) },
-    h("strong", null, `${p.title || "Refused"} (${error.status})`),
-    h("p", null, p.detail || error.message),
-    errors.length ? h("ul", null, errors.map((e) => h("li", null, h("code", null, e.field), " ", e.message))) : null,
-  );
-}
 
 /// The editor: a name and the definition as JSON; Save stores it (PUT), conditionally on the
 /// revision it was opened at.
@@ -53,7 +41,7 @@ function editor(ctx, { name = "", definition = TEMPLATE, revision = null }, save
       ctx.note(`Saved the server ${target}.`);
       await saved();
     } catch (error) {
-      if (error instanceof api.ApiError && !error.needsToken) replace(status, refused(error));
+      if (error instanceof api.ApiError && !error.needsToken) replace(status, problemCard(error));
       else ctx.fail(error);
     }
   });

@@ -4,7 +4,7 @@
 // Cancel (or leaving the view) closes the stream, which cancels the call on the server.
 
 import * as api from "./api.js";
-import { badge, h, heading, json, replace } from "./dom.js";
+import { badge, h, heading, json, problemCard, replace } from "./dom.js";
 import { schemaForm } from "./form.js";
 
 export async function tryTool(root, ctx, selected) {
@@ -141,18 +141,6 @@ function logLine(message) {
   return message && message.method ? message.method : JSON.stringify(message);
 }
 
-function problemCard(error) {
-  const p = error.problem || {};
-  const errors = Array.isArray(p.errors) ? p.errors : [];
-  return h(
-    "div",
-    { class: "card problem", "data-status": String(error.status) },
-    h("strong", null, `${p.title || "Refused"} (${error.status})`),
-    h("p", null, p.detail || error.message),
-    errors.length ? h("ul", null, errors.map((e) => h("li", null, h("code", null, e.field), " ", e.message))) : null,
-    error.headers.get("retry-after") ? h("p", { class: "small" }, `Retry after ${error.headers.get("retry-after")} s.`) : null,
-  );
-}
 
 /// A tool's answer: its content items (text, images, resources), structured content, and what
 /// it reported while running (its last progress, its log messages).
