@@ -15,7 +15,6 @@ use super::state::AdminState;
 use crate::approval::db::{self, Row};
 use crate::approval::{DecideError, State as EntryState, diff};
 use crate::cluster::ClusterEvent;
-use crate::tooldef::FieldError;
 
 const DEFAULT_LIMIT: i64 = 200;
 const MAX_LIMIT: i64 = 1000;
@@ -107,9 +106,7 @@ fn item(row: &Row, approved: Option<&Row>) -> Value {
 fn filters(query: Option<&str>) -> Result<(Option<EntryState>, Option<String>, i64), Problem> {
     let (mut state, mut source, mut limit) = (Some(EntryState::Pending), None, DEFAULT_LIMIT);
     for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        let bad = |message: String| {
-            Problem::new(Kind::MalformedRequest, message.clone()).with_errors(vec![FieldError::new(key.to_string(), message)])
-        };
+        let bad = |message: String| Problem::bad_field(key.to_string(), message);
         match &*key {
             "state" if value == "all" => state = None,
             "state" => {

@@ -185,6 +185,12 @@ impl Problem {
         Self::new(Kind::NotFound, detail)
     }
 
+    /// A 400 about one field (most often a query parameter): `message` is the detail and the
+    /// field's error alike.
+    pub fn bad_field(field: impl Into<String>, message: String) -> Self {
+        Self::new(Kind::MalformedRequest, message.clone()).with_errors(vec![FieldError::new(field, message)])
+    }
+
     pub fn with_errors(mut self, errors: Vec<FieldError>) -> Self {
         self.errors = errors;
         self

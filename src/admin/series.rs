@@ -15,9 +15,8 @@ use axum::Json;
 use axum::extract::RawQuery;
 use serde_json::{Value, json};
 
-use super::problem::{Kind, Problem};
+use super::problem::Problem;
 use crate::metrics::series::{self, ChartPoint, Query, Window};
-use crate::tooldef::FieldError;
 use crate::untrusted::escaped;
 
 /// The most of a query parameter's name or value a refusal repeats, in bytes.
@@ -80,26 +79,29 @@ fn parse(query: &str) -> Result<Ask, Problem> {
     for (key, value) in url::form_urlencoded::parse(query.as_bytes()) {
         match key.as_ref() {
             "scope" if ["all", "tool", "upstream"].contains(&value.as_ref()) => ask.scope = value.into_owned(),
-            "scope" => return Err(bad("scope", format!("scope must be one of {SCOPES}, not \"{}\"", escaped(&value, ECHO_MAX)))),
+            "scope" => {
+                return Err(Problem::bad_field("scope", format!("scope must be one of {SCOPES}, not \"{}\"", escaped(&value, ECHO_MAX))));
+            }
             "window" if value == "hour" => ask.window = Window::Hour,
             "window" if value == "start" => ask.window = Window::Start,
-            "window" => return Err(bad("window", format!("window must be one of {WINDOWS}, not \"{}\"", escaped(&value, ECHO_MAX)))),
+            "window" => {
+                return Err(Problem::bad_field("window", format!("window must be one of {WINDOWS}, not \"{}\"", escaped(&value, ECHO_MAX))));
+            }
             "name" => ask.name = Some(value.into_owned()),
             other => {
                 let other = escaped(other, ECHO_MAX).to_string();
-                return Err(bad(&other, format!("unknown query parameter \"{other}\"; the parameters are scope, name and window")));
+                return Err(Problem::bad_field(
+                    &other,
+                    format!("unknown query parameter \"{other}\"; the parameters are scope, name and window"),
+                ));
             }
         }
     }
     match (ask.scope.as_str(), &ask.name) {
-        ("all", Some(_)) => Err(bad("name", "name is read only with scope=tool or scope=upstream".to_owned())),
-        ("tool" | "upstream", None) => Err(bad("name", format!("scope={} needs the name of a tool or upstream", ask.scope))),
+        ("all", Some(_)) => Err(Problem::bad_field("name", "name is read only with scope=tool or scope=upstream".to_owned())),
+        ("tool" | "upstream", None) => Err(Problem::bad_field("name", format!("scope={} needs the name of a tool or upstream", ask.scope))),
         _ => Ok(ask),
     }
-}
-
-fn bad(field: &str, message: String) -> Problem {
-    Problem::new(Kind::MalformedRequest, message.clone()).with_errors(vec![FieldError::new(field.to_owned(), message)])
 }
 
 #[cfg(test)]

@@ -7,10 +7,9 @@ use axum::Json;
 use axum::extract::{RawQuery, State};
 use serde_json::{Value, json};
 
-use super::problem::{Kind, Problem};
+use super::problem::Problem;
 use super::state::AdminState;
 use crate::session::SessionKind;
-use crate::tooldef::FieldError;
 
 /// How many sessions are listed unless `limit` says otherwise, and the most it may say.
 const DEFAULT_LIMIT: usize = 200;
@@ -73,9 +72,7 @@ fn rfc3339(secs: u64) -> Option<String> {
 fn limit(query: Option<&str>) -> Result<usize, Problem> {
     let mut limit = DEFAULT_LIMIT;
     for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        let bad = |message: String| {
-            Problem::new(Kind::MalformedRequest, message.clone()).with_errors(vec![FieldError::new(key.to_string(), message)])
-        };
+        let bad = |message: String| Problem::bad_field(key.to_string(), message);
         if key != "limit" {
             return Err(bad(format!("unknown query parameter {key:?}; only `limit` is read")));
         }

@@ -13,7 +13,6 @@ use super::problem::{Kind, Problem};
 use super::state::AdminState;
 use crate::protocol::task::{TaskStatus, iso8601};
 use crate::tasks::{Cancelled, TaskRow, db::Filter, now_ms};
-use crate::tooldef::FieldError;
 
 /// How many tasks are listed unless `limit` says otherwise, and the most it may say.
 const DEFAULT_LIMIT: usize = 100;
@@ -121,7 +120,7 @@ fn parse(query: Option<&str>) -> Result<(Filter, usize), Problem> {
     let (mut filter, mut limit) = (Filter::default(), DEFAULT_LIMIT);
     for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         let (name, shown) = (clipped(&key, MAX_ECHO), clipped(&value, MAX_ECHO));
-        let bad = |message: String| Problem::new(Kind::MalformedRequest, message.clone()).with_errors(vec![FieldError::new(name, message)]);
+        let bad = |message: String| Problem::bad_field(name, message);
         match key.as_ref() {
             "status" if value.is_empty() || TaskStatus::parse(&value).is_some() => filter.status = value.into_owned(),
             "status" => {

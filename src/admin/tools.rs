@@ -223,9 +223,7 @@ fn nul_in(value: &Value, path: String) -> Option<String> {
 fn origin_filter(query: Option<&str>) -> Result<Option<Origin>, Problem> {
     let mut origin = None;
     for (key, value) in url::form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        let bad = |message: String| {
-            Problem::new(Kind::MalformedRequest, message.clone()).with_errors(vec![FieldError::new(key.to_string(), message)])
-        };
+        let bad = |message: String| Problem::bad_field(key.to_string(), message);
         if key != "origin" {
             return Err(bad(format!("unknown query parameter {key:?}; only `origin` is read")));
         }
