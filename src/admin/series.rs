@@ -85,7 +85,10 @@ fn parse(query: &str) -> Result<Ask, Problem> {
             "window" if value == "hour" => ask.window = Window::Hour,
             "window" if value == "start" => ask.window = Window::Start,
             "window" => {
-                return Err(Problem::bad_field("window", format!("window must be one of {WINDOWS}, not \"{}\"", escaped(&value, ECHO_MAX))));
+                return Err(Problem::bad_field(
+                    "window",
+                    format!("window must be one of {WINDOWS}, not \"{}\"", escaped(&value, ECHO_MAX)),
+                ));
             }
             "name" => ask.name = Some(value.into_owned()),
             other => {
