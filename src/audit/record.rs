@@ -262,51 +262,57 @@ pub fn redact(args: &Value, sensitive: &[&str]) -> Value {
 /// whitespace, strings and numbers as serde_json writes them. Written by hand so the digest
 /// does not depend on whether some dependency turns on serde_json's `preserve_order`.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
+    let mut out = Vec::with_capacity(64);
     write_canonical(value, &mut out);
-    out
+    // serde_json writes UTF-8 and the punctuation added here is ASCII.
+    String::from_utf8(out).unwrap_or_default()
 }
 
-fn write_canonical(value: &Value, out: &mut String) {
+/// Writes [`canonical_json`] of `value` into `out`, with no intermediate strings: this runs
+/// on every audited call (the digest), so keys and scalars go straight into the buffer.
+fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             let mut members: Vec<_> = map.iter().collect();
             members.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
+            out.push(b'{');
             for (i, (k, v)) in members.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
+                write_scalar(out, k);
+                out.push(b':');
                 write_canonical(v, out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, v) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_canonical(v, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        scalar => out.push_str(&scalar.to_string()),
+        scalar => write_scalar(out, scalar),
     }
+}
+
+/// A key or a scalar as serde_json writes it (escaping included). Writing a string, number,
+/// bool or null into a `Vec` cannot fail.
+fn write_scalar(out: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
+    let _ = serde_json::to_writer(out, value);
 }
 
 /// Lower-case hex SHA-256 of [`canonical_json`]: equal arguments give equal digests whatever
 /// order the client sent the keys in, so calls can be correlated without storing arguments.
 pub fn args_digest(args: &Value) -> String {
-    let digest = Sha256::digest(canonical_json(args).as_bytes());
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
-        use std::fmt::Write as _;
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
+    let mut text = Vec::with_capacity(64);
+    write_canonical(args, &mut text);
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    Sha256::digest(&text).iter().flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]).map(char::from).collect()
 }
 
 #[cfg(test)]
