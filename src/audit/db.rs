@@ -5,9 +5,7 @@ use std::borrow::Cow;
 use futures_util::TryStreamExt;
 use serde_json::Value;
 use sqlx::{Postgres, QueryBuilder, Row, Sqlite};
-use time::format_description::BorrowedFormatItem;
-use time::macros::format_description;
-use time::{OffsetDateTime, PrimitiveDateTime, UtcOffset};
+use time::{OffsetDateTime, UtcOffset};
 use uuid::Uuid;
 
 use super::record::{AuditRecord, EventKind, Outcome};
@@ -32,10 +30,6 @@ const SQLITE_CHUNKS: [usize; 9] = [256, 128, 64, 32, 16, 8, 4, 2, 1];
 const PG_INSERT: &str = "INSERT INTO audit_log (id, time, request_id, session_id, issuer, subject, client_id, client_ip, kind, tool, args_sha256, arguments, outcome, detail, duration_ms, result_bytes, replica_id, trace_id, server) \
      SELECT * FROM UNNEST($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::int8[], $16::int8[], $17::text[], $18::text[], $19::text[]) \
      ON CONFLICT (id) DO NOTHING";
-
-/// SQLite's time column: fixed-width UTC text, so text order is time order.
-const SQLITE_TIME: &[BorrowedFormatItem<'static>] =
-    format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z");
 
 /// Which records to read.
 #[derive(Clone, Debug, Default)]
@@ -87,7 +81,7 @@ pub async fn insert_batch(store: &Store, records: &[AuditRecord]) -> Result<u64,
 fn sqlite_insert(chunk: &[AuditRecord]) -> QueryBuilder<Sqlite> {
     let mut q = QueryBuilder::<Sqlite>::new(format!("INSERT INTO audit_log ({COLUMNS}) "));
     q.push_values(chunk, |mut b, r| {
-        b.push_bind(r.id.to_string())
+        b.push_bind(r.id)
             .push_bind(sqlite_time(r.time))
             .push_bind(opt_clean(&r.request_id))
             .push_bind(opt_clean(&r.session_id))
@@ -108,7 +102,8 @@ fn sqlite_insert(chunk: &[AuditRecord]) -> QueryBuilder<Sqlite> {
             .push_bind(opt_clean(&r.trace_id))
             .push_bind(opt_clean(&r.server));
     });
-    q.push(" ON CONFLICT (id) DO NOTHING");
+    // The key is (time, id): a replayed record has both, so it is skipped.
+    q.push(" ON CONFLICT (time, id) DO NOTHING");
     q
 }
 
@@ -221,12 +216,14 @@ pub async fn prune(store: &Store, cutoff: OffsetDateTime) -> Result<u64, sqlx::E
     let mut total = 0;
     loop {
         let deleted = match store.backend() {
-            Backend::Sqlite(pool) => sqlx::query("DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE time < ? LIMIT ?)")
-                .bind(sqlite_time(cutoff))
-                .bind(PRUNE_CHUNK)
-                .execute(pool)
-                .await?
-                .rows_affected(),
+            Backend::Sqlite(pool) => {
+                sqlx::query("DELETE FROM audit_log WHERE rowid IN (SELECT rowid FROM audit_log WHERE time < ? LIMIT ?)")
+                    .bind(sqlite_time(cutoff))
+                    .bind(PRUNE_CHUNK)
+                    .execute(pool)
+                    .await?
+                    .rows_affected()
+            }
             Backend::Postgres(pool) => sqlx::query("DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE time < $1 LIMIT $2)")
                 .bind(cutoff)
                 .bind(PRUNE_CHUNK)
@@ -261,11 +258,10 @@ fn push_common_filters_sqlite(q: &mut QueryBuilder<Sqlite>, filter: &AuditFilter
 }
 
 fn sqlite_row(row: &sqlx::sqlite::SqliteRow) -> Result<AuditRecord, sqlx::Error> {
-    // SQLite stores the id and time as text.
-    let id: String = row.try_get("id")?;
-    let time: String = row.try_get("time")?;
-    let time = PrimitiveDateTime::parse(&time, SQLITE_TIME).map_err(|e| decode("time", e))?.assume_utc();
-    record_from(row, Uuid::parse_str(&id).map_err(|e| decode("id", e))?, time)
+    // SQLite stores the id as its 16 bytes and the time as microseconds since the epoch.
+    let micros: i64 = row.try_get("time")?;
+    let time = OffsetDateTime::from_unix_timestamp_nanos(i128::from(micros) * 1000).map_err(|e| decode("time", e))?;
+    record_from(row, row.try_get::<Uuid, _>("id")?, time)
 }
 
 fn pg_row(row: &sqlx::postgres::PgRow) -> Result<AuditRecord, sqlx::Error> {
@@ -303,9 +299,9 @@ where
     })
 }
 
-pub(crate) fn sqlite_time(t: OffsetDateTime) -> String {
-    // Formatting a UTC time with this fixed description cannot fail for years 0..=9999.
-    t.to_offset(UtcOffset::UTC).format(SQLITE_TIME).unwrap_or_default()
+/// SQLite's time column: microseconds since the Unix epoch, so integer order is time order.
+fn sqlite_time(t: OffsetDateTime) -> i64 {
+    i64::try_from(t.unix_timestamp_nanos() / 1000).unwrap_or(i64::MAX)
 }
 
 fn json(text: Option<String>) -> Result<Option<serde_json::Value>, sqlx::Error> {

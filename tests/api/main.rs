@@ -18,6 +18,7 @@ mod admission;
 mod audit_http;
 mod audit_kill9;
 mod audit_log;
+mod audit_migrate;
 mod audit_outage;
 mod audit_record;
 mod auth_dev;
