@@ -1,7 +1,8 @@
 -- A cheaper audit row on SQLite (issue 31): every audited call inserts one, on the request's
--- core when the machine has one. The table is keyed by (time, id), so rows arrive in key order
--- and time ranges are key ranges: the separate time index and the text id's own index go, and
--- the subject and tool indexes shrink to an integer time per entry. The time is microseconds
+-- core when the machine has one. The key (time, id) is one index of 24-byte entries where there
+-- were two of text (the time's and the text id's), rows arrive in its order, and time ranges
+-- and `ORDER BY time, id` walk it instead of sorting; the subject and tool indexes shrink to an
+-- integer time per entry. The time is microseconds
 -- since the Unix epoch (UTC) as an integer, the id the UUIDv7's 16 bytes. The text forms the
 -- table held before convert exactly: fixed-width RFC 3339 UTC text with six fractional digits,
 -- and the hyphenated UUID.

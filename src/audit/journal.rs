@@ -40,7 +40,7 @@ use super::spool::Spool;
 pub(crate) const PREALLOCATED: u64 = 4 << 20;
 
 /// The zeros written when preallocating or clearing, a block at a time.
-const ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
 pub(crate) struct Journal {
     paths: [PathBuf; 2],
