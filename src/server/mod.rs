@@ -213,10 +213,7 @@ impl McpServer {
                     }
                     Era::Legacy => None,
                 };
-                // Boxed: a call's future is by far the largest of these arms, and inline it made
-                // every request's future that large, copied whole where it was built and again
-                // where it was boxed (memmove was 7% of the core's profile, the largest item).
-                Box::pin(self.call_tool(params, ctx, mrtr)).await
+                self.call_tool(params, ctx, mrtr).await
             }
             "logging/setLevel" if era == Era::Legacy => self.set_level(params, ctx),
             "resources/list" | "resources/templates/list" | "resources/read" if self.resources.is_offered() => {
