@@ -143,15 +143,12 @@ impl Journal {
     pub(crate) fn recover(&self, spool: &Spool) -> io::Result<u64> {
         let mut moved = 0;
         for path in &self.paths {
-            let mut bytes = Vec::new();
-            File::open(path)?.read_to_end(&mut bytes)?;
-            let Some(end) = bytes.iter().rposition(|&b| b != 0) else { continue };
-            let lines = leftover_lines(&bytes[..=end]);
+            let (lines, end) = read_leftovers(path)?;
             if !lines.is_empty() {
                 spool.adopt(&lines)?;
                 moved += lines.len() as u64;
             }
-            zero(&OpenOptions::new().write(true).open(path)?, end as u64 + 1)?;
+            zero(&OpenOptions::new().write(true).open(path)?, end)?;
         }
         Ok(moved)
     }
@@ -171,6 +168,30 @@ fn leftover_lines(bytes: &[u8]) -> Vec<u8> {
         out.push(b'\n');
     }
     out
+}
+
+/// What a journal file holds ([`leftover_lines`]) and where its last non-zero byte ends, read a
+/// block at a time: the file is mostly zeros, and holding it whole (4 MiB a file) left the
+/// allocator keeping that memory after start-up.
+fn read_leftovers(path: &Path) -> io::Result<(Vec<u8>, u64)> {
+    let mut file = File::open(path)?;
+    let (mut block, mut kept) = (vec![0; ZEROS.len()], Vec::new());
+    let (mut read, mut end) = (0u64, 0u64);
+    loop {
+        let n = file.read(&mut block)?;
+        if n == 0 {
+            break;
+        }
+        if let Some(last) = block[..n].iter().rposition(|&b| b != 0) {
+            // A NUL stays a line break: the zeros it stands for may sit between two records.
+            kept.extend(block[..n].iter().map(|&b| if b == 0 { b'\n' } else { b }));
+            end = read + last as u64 + 1;
+        } else if kept.last().is_some_and(|&b| b != b'\n') {
+            kept.push(b'\n');
+        }
+        read += n as u64;
+    }
+    Ok((leftover_lines(&kept), end))
 }
 
 /// Writes zeros up to [`PREALLOCATED`] past what the file holds, then syncs it, size included.
@@ -289,5 +310,22 @@ mod tests {
         journal.recover(&spool).expect("recover");
         let spooled = std::fs::read_to_string(spool.path()).expect("read spool");
         assert_eq!(spooled.lines().count(), 1, "only the record appended after the clear: {spooled}");
+    }
+
+    #[test]
+    fn recovery_reads_records_across_blocks_and_past_a_gap_of_zeros() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let journal = Journal::open(dir.path()).expect("open");
+        let first: Vec<AuditRecord> = (0..400).map(|_| record()).collect();
+        journal.append(&first).expect("append");
+        // A failed write's region left as zeros, then more records beyond it.
+        journal.active.lock().offset += 100_000;
+        journal.append(&[record()]).expect("append");
+        drop(journal);
+        let spool = Spool::open(dir.path().join("spool.jsonl")).expect("spool");
+        Journal::open(dir.path()).expect("reopen").recover(&spool).expect("recover");
+        let spooled = std::fs::read_to_string(spool.path()).expect("read spool");
+        assert_eq!(spooled.lines().count(), 401);
+        assert!(spooled.lines().all(|l| serde_json::from_str::<AuditRecord>(l).is_ok()));
     }
 }
