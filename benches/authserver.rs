@@ -2,17 +2,32 @@
 //! (look-up, single-use redemption, a new grant, a refresh token, an ES256 signature) and a
 //! refresh (look-up, rotation, a new refresh token, a signature), one at a time, on SQLite
 //! (a file, the default durability) and on Postgres (`TOOLGATE_TEST_PG_HOST`, default
-//! 127.0.0.1:5432; a database made for the run and dropped after). Prints p50/p99 per step.
+//! 127.0.0.1:5432; a database made for the run and dropped after). Each step without the audit
+//! log (as measured first, issue 27) and with it at its default durability (`sync`: the step
+//! waits for its `oauth` record, as served). Against the nearest existing path: a `tools/call`
+//! through the request path (`transport::exchange::start`, a trivial tool, no socket) on the
+//! same store and audit log, which likewise answers only once its one durable row is written.
+//! Prints p50/p99 per step and its p50 ÷ that call's.
 //!
 //!     cargo bench --bench authserver
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use toolgate::audit::{AuditLog, AuditSettings};
 use toolgate::authserver::token::Form;
 use toolgate::authserver::{AuthServer, Parts, db, keys, now_ms, tokens};
+use toolgate::caller::Caller;
 use toolgate::config::authserver::{AuthServerSettings, ClientSettings, IdentityProviderSettings, ScopeRule};
+use toolgate::principal::Principal;
+use toolgate::protocol::jsonrpc::{Request, RequestId};
+use toolgate::protocol::{CallToolResult, ProtocolVersion};
+use toolgate::server::McpServer;
 use toolgate::store::{StorageSettings, Store};
+use toolgate::tool::{ClientCaps, Origin, Tool, ToolError};
+use toolgate::transport::exchange::{self, Frame, Spec};
 
 const ROUNDS: usize = 1000;
 const RESOURCE: &str = "http://127.0.0.1:8080/mcp";
@@ -51,19 +66,70 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1000.0
 }
 
-fn report(backend: &str, step: &str, mut times: Vec<Duration>) {
+/// Prints a row; its p50.
+fn report(backend: &str, step: &str, mut times: Vec<Duration>, against: Option<f64>) -> f64 {
     times.sort();
-    println!("| {backend} | {step} | {} | {:.2} ms | {:.2} ms |", times.len(), percentile(&times, 0.5), percentile(&times, 0.99));
+    let p50 = percentile(&times, 0.5);
+    let ratio = against.map_or(String::new(), |a| format!("{:.1}", p50 / a));
+    println!("| {backend} | {step} | {} | {p50:.3} ms | {:.3} ms | {ratio} |", times.len(), percentile(&times, 0.99));
+    p50
 }
 
-async fn measure(backend: &str, store: Store, key_file: &std::path::Path) {
+/// The nearest existing path: `tools/call` of a tool that answers at once, its audit record
+/// written at `audit`'s durability before the answer leaves.
+async fn tools_call(backend: &str, audit: Arc<AuditLog>) -> f64 {
+    let server = McpServer::new(Arc::new(toolgate::config::Settings::default()), Arc::new(toolgate::bus::LocalBus::default()));
+    let tool = Tool::builder("calculate_sum", "Adds two numbers")
+        .input_schema(json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}))
+        .handler(|_| async { Ok::<_, ToolError>(CallToolResult::text("5")) });
+    server.tools.sync_origin(Origin::Code, vec![tool]).expect("tool");
+    let principal = Principal {
+        issuer: "http://127.0.0.1:8080".into(),
+        subject: "user".into(),
+        client_id: Some("bench".into()),
+        scopes: ["mcp:tools".to_owned()].into(),
+        expires_at: u64::MAX,
+        default_audience: true,
+        server_audiences: vec![],
+    };
+    let caller = Caller { principal: Some(Arc::new(principal)), ip: Some([127, 0, 0, 1].into()), ..Caller::default() };
+    let params = json!({"name": "calculate_sum", "arguments": {"a": 2, "b": 3}});
+    let mut times = Vec::with_capacity(ROUNDS);
+    for i in 0..ROUNDS {
+        let request = Request {
+            id: RequestId::Number(i as i64),
+            method: "tools/call".into(),
+            params: params.as_object().cloned().unwrap_or_default(),
+        };
+        let spec = Spec {
+            version: ProtocolVersion::LATEST_LEGACY,
+            session: None,
+            caller: caller.clone(),
+            caps: ClientCaps::default(),
+            log_level: None,
+            cancel: CancellationToken::new(),
+            buffer: 4,
+            client_timeout: Duration::from_secs(5),
+            status_of: exchange::legacy_status,
+            audit: Some(audit.clone()),
+        };
+        let started = Instant::now();
+        let mut rx = exchange::start(server.clone(), request, spec);
+        let Some(Frame::Final { .. }) = rx.recv().await else { panic!("no answer") };
+        times.push(started.elapsed());
+    }
+    report(backend, "tools/call, its audit record (nearest path)", times, None)
+}
+
+async fn measure(backend: &str, store: Store, key_file: &std::path::Path, audit: Option<Arc<AuditLog>>, against: f64) {
+    let audited = if audit.is_some() { ", audited" } else { "" };
     let http = reqwest::Client::new();
     let parts = Parts {
         resources: vec![RESOURCE.into()],
         servers: Default::default(),
         scopes_supported: vec!["mcp:tools".into()],
         store: store.clone(),
-        audit: None,
+        audit,
         http,
     };
     let server = AuthServer::new(settings(key_file), parts).expect("authorization server");
@@ -91,7 +157,7 @@ async fn measure(backend: &str, store: Store, key_file: &std::path::Path) {
         exchange.push(started.elapsed());
         refresh_token = body["refresh_token"].as_str().expect("refresh token").to_owned();
     }
-    report(backend, "code exchange", exchange);
+    report(backend, &format!("code exchange{audited}"), exchange, Some(against));
     let mut refresh = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
         let params = pairs(&[("grant_type", "refresh_token"), ("refresh_token", &refresh_token), ("client_id", "bench")]);
@@ -100,7 +166,16 @@ async fn measure(backend: &str, store: Store, key_file: &std::path::Path) {
         refresh.push(started.elapsed());
         refresh_token = body["refresh_token"].as_str().expect("rotated").to_owned();
     }
-    report(backend, "refresh (rotation)", refresh);
+    report(backend, &format!("refresh (rotation){audited}"), refresh, Some(against));
+}
+
+/// Every step on `store`: the nearest path first, then the steps without and with the audit log.
+async fn measure_all(backend: &str, store: &Store, key_file: &std::path::Path) {
+    let audit = AuditLog::start(&AuditSettings { retention_days: 0, ..AuditSettings::default() }, store.clone()).expect("audit log");
+    let against = tools_call(backend, audit.clone()).await;
+    measure(backend, store.clone(), key_file, None, against).await;
+    measure(backend, store.clone(), key_file, Some(audit.clone()), against).await;
+    audit.shutdown(Duration::from_secs(5)).await;
 }
 
 fn main() {
@@ -110,9 +185,9 @@ fn main() {
         std::fs::create_dir_all(&dir).expect("temp dir");
         let key_file = dir.join("key.pem");
         std::fs::write(&key_file, keys::generate_pem().expect("key")).expect("key file");
-        println!("| backend | step | n | p50 | p99 |\n| --- | --- | --- | --- | --- |");
+        println!("| backend | step | n | p50 | p99 | ÷ tools/call p50 |\n| --- | --- | --- | --- | --- | --- |");
         let sqlite = StorageSettings { data_dir: dir.join("data"), ..StorageSettings::default() };
-        measure("SQLite", Store::connect(&sqlite).await.expect("sqlite"), &key_file).await;
+        measure_all("SQLite", &Store::connect(&sqlite).await.expect("sqlite"), &key_file).await;
         let host = std::env::var("TOOLGATE_TEST_PG_HOST").unwrap_or_else(|_| "127.0.0.1:5432".into());
         let name = format!("toolgate_bench_{:x}", rand::random::<u32>());
         let admin = format!("postgres://postgres@{host}/postgres");
@@ -125,7 +200,7 @@ fn main() {
                     ..StorageSettings::default()
                 };
                 let store = Store::connect(&pg).await.expect("postgres");
-                measure("Postgres", store.clone(), &key_file).await;
+                measure_all("Postgres", &store, &key_file).await;
                 store.close().await;
                 let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {name}"))).execute(&pool).await;
             }
