@@ -183,11 +183,11 @@ fn read_leftovers(path: &Path) -> io::Result<(Vec<u8>, u64)> {
             break;
         }
         if let Some(last) = block[..n].iter().rposition(|&b| b != 0) {
-            // A NUL stays a line break: the zeros it stands for may sit between two records.
-            kept.extend(block[..n].iter().map(|&b| if b == 0 { b'\n' } else { b }));
+            kept.extend_from_slice(&block[..n]);
             end = read + last as u64 + 1;
-        } else if kept.last().is_some_and(|&b| b != b'\n') {
-            kept.push(b'\n');
+        } else {
+            // A block of zeros left out still ends the line before it.
+            kept.push(0);
         }
         read += n as u64;
     }
@@ -200,22 +200,21 @@ fn preallocate(file: &File) -> io::Result<()> {
     if len >= PREALLOCATED {
         return Ok(());
     }
-    let mut at = len;
-    while at < PREALLOCATED {
-        let n = (PREALLOCATED - at).min(ZEROS.len() as u64);
-        file.write_all_at(&ZEROS[..n as usize], at)?;
-        at += n;
-    }
+    write_zeros(file, len, PREALLOCATED)?;
     file.sync_all()
 }
 
 /// Writes zeros over the first `len` bytes of `file`.
 fn zero(file: &File, len: u64) -> io::Result<()> {
-    let mut at = 0;
-    while at < len {
-        let n = (len - at).min(ZEROS.len() as u64);
-        file.write_all_at(&ZEROS[..n as usize], at)?;
-        at += n;
+    write_zeros(file, 0, len)
+}
+
+/// Writes zeros from byte `from` up to `to`, a block at a time.
+fn write_zeros(file: &File, mut from: u64, to: u64) -> io::Result<()> {
+    while from < to {
+        let n = (to - from).min(ZEROS.len() as u64);
+        file.write_all_at(&ZEROS[..n as usize], from)?;
+        from += n;
     }
     Ok(())
 }
